@@ -1,0 +1,48 @@
+# VI-CuRL reproduction workflow. Targets only; the rules live in rules/*.smk.
+#   snakemake --cores all all                        # the CPU demo (config/demo.yaml)
+#   snakemake --cores all --configfile config/X.yaml all
+from snakemake.utils import min_version
+
+min_version("9.10")
+
+
+configfile: "config/demo.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/model.smk"
+include: "rules/train.smk"
+include: "rules/eval.smk"
+include: "rules/report.smk"
+
+
+localrules:
+    all,
+    data,
+    train_all,
+    eval_all,
+    tables,
+    figures,
+
+
+rule all:
+    default_target: True
+    input:
+        rules.tables.input,
+        rules.figures.input,
+
+
+rule data:
+    input:
+        all_datasets(),
+
+
+rule train_all:
+    input:
+        all_runs(),
+
+
+rule eval_all:
+    input:
+        all_scores(),

@@ -1,0 +1,67 @@
+# Config validation, the run table, path helpers. Everything here is cheap and pure.
+import vicurl.runs as runs_lib
+from snakemake.utils import validate
+
+validate(config, schema="../config/schema.yaml", set_default=True)
+runs_lib.check(config)
+
+R = f"results/{config['scenario']}"
+RUNS = runs_lib.runs(config)
+STUDIES = list(config["studies"])
+SETTINGS = sorted({r.setting for r in RUNS} | {runs_lib.BASE})
+
+
+def _alt(values):
+    return "|".join(re.escape(str(v)) for v in sorted(set(values)))
+
+
+wildcard_constraints:
+    study=_alt(STUDIES + [runs_lib.BASE]),
+    model=_alt(config["models"]),
+    setting=_alt(SETTINGS),
+    reward=_alt(config["rewards"]),
+    curriculum=_alt(config["curricula"]),
+    dataset=_alt(config["datasets"]),
+    bench=_alt(config["datasets"]),
+    seed=r"\d+",
+    step=r"\d+",
+
+
+def dataset_path(name):
+    return f"{R}/data/{name}.parquet"
+
+
+def all_datasets():
+    return [dataset_path(d) for d in config["datasets"]]
+
+
+def base_model_dir(model):
+    """Where rules load the initial policy from: a built model's folder or a hub id / path."""
+    m = config["models"][model]
+    return f"{R}/models/{model}/base" if "build" in m else m["hub_id"]
+
+
+def base_model_input(model):
+    """The base model as a rule input: only built models are files of this workflow."""
+    return [base_model_dir(model)] if "build" in config["models"][model] else []
+
+
+def run_dir(w):
+    return f"{R}/runs/{w.study}/{w.model}/{w.setting}/seed{w.seed}"
+
+
+def all_runs():
+    return [f"{R}/runs/{r.path}/metrics.jsonl" for r in RUNS]
+
+
+def eval_prefix(study, model, setting, seed, step, bench):
+    return f"{R}/eval/{study}/{model}/{setting}/seed{seed}/step{step}/{bench}"
+
+
+def all_scores(study=None):
+    return [eval_prefix(*e) + ".score.json" for e in runs_lib.evaluations(config, study)]
+
+
+def run_of(w):
+    reward, curriculum = w.setting.split("-", 1)
+    return runs_lib.Run(w.study, w.model, reward, curriculum, int(w.seed))

@@ -1,0 +1,68 @@
+# Evaluation: generate -> grade -> score, one job each per (run, step, benchmark).
+# Grading is its own rule so that a grader change regrades without regenerating.
+
+
+def eval_model_input(w):
+    if w.setting == runs_lib.BASE:
+        return base_model_input(w.model)
+    return [f"{run_dir(w)}/checkpoints"]
+
+
+def eval_model_dir(w):
+    if w.setting == runs_lib.BASE:
+        return base_model_dir(w.model)
+    return f"{run_dir(w)}/checkpoints/step{w.step}"
+
+
+EVAL = f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}"
+
+
+rule generate:
+    input:
+        model=eval_model_input,
+        problems=lambda w: dataset_path(w.bench),
+    output:
+        EVAL + ".samples.parquet",
+    params:
+        model_dir=eval_model_dir,
+        eval=config["eval"],
+        prompt_order=config["prompt"]["order"],
+        chat_template=lambda w: bool(config["models"][w.model].get("chat_template", False)),
+    threads: config["threads"]
+    log:
+        f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.generate.log",
+    benchmark:
+        f"{R}/benchmarks/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.generate.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/generate.py"
+
+
+rule grade:
+    input:
+        samples=EVAL + ".samples.parquet",
+        problems=lambda w: dataset_path(w.bench),
+    output:
+        EVAL + ".graded.parquet",
+    log:
+        f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.grade.log",
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/grade.py"
+
+
+rule score:
+    input:
+        EVAL + ".graded.parquet",
+    output:
+        EVAL + ".score.json",
+    params:
+        ks=config["eval"]["ks"],
+    log:
+        f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.score.log",
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/score.py"

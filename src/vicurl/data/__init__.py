@@ -1,0 +1,1 @@
+"""Datasets: the normalized schema and the sets the workflow prepares."""

@@ -1,0 +1,11 @@
+"""Evaluation: sample responses, grade them, score pass@k.
+
+The pipeline is split so that each stage is a separate, restartable workflow job:
+
+``generate.generate_records``  model dir + problems -> one row per sample (text, length, truncated)
+``grade.grade_records``        samples + problems   -> extracted answer, correct, no_answer
+``score.score``                graded samples       -> pass@k and length statistics for one run
+``passk.pass_at_k``            the unbiased estimator of Chen et al. (2021)
+
+A grader change therefore never forces regeneration, and a scoring change never regrades.
+"""

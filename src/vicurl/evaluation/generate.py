@@ -1,0 +1,128 @@
+"""Sample ``n`` responses per benchmark problem from a saved Hugging Face model (CPU path).
+
+One output row per sample, stored as parquet so grading can be redone without regenerating:
+
+problem_id  str   the problem's ``id`` in the normalized schema
+sample_idx  int   0 .. n-1 within the problem
+text        str   decoded response (special tokens removed)
+n_tokens    int   response tokens up to and including the first EOS (max_new_tokens if truncated)
+truncated   bool  no EOS within ``max_new_tokens``
+
+GPU clusters generate with vLLM instead; they write the same columns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from vicurl.generation import sample
+from vicurl.io import atomic_path
+from vicurl.prompts import build_prompt
+
+RECORD_COLUMNS = ["problem_id", "sample_idx", "text", "n_tokens", "truncated"]
+
+
+def load_model(model_dir: str | Path):
+    """Model (float32, eval mode) and tokenizer from a Hugging Face directory."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    if tokenizer.pad_token_id is None:
+        if tokenizer.eos_token_id is None:
+            raise ValueError(f"{model_dir}: tokenizer has neither a pad nor an eos token")
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    model.eval()
+    return model, tokenizer
+
+
+def generate_records(
+    model_dir: str,
+    problems: pd.DataFrame,
+    *,
+    n: int,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+    seed: int,
+    batch_size: int,
+    prompt_order: str = "question_first",
+    chat_template: bool = False,
+    threads: int = 1,
+) -> pd.DataFrame:
+    """Draw ``n`` samples for every problem (columns ``id``, ``question``) and return the records.
+
+    Deterministic for a fixed (model, problems order, seed, batch_size, threads). Rows are
+    problem-major in the order of ``problems``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    for col in ("id", "question"):
+        if col not in problems.columns:
+            raise ValueError(f"problems table lacks column {col!r}")
+    if problems["id"].duplicated().any():
+        dup = problems["id"][problems["id"].duplicated()].tolist()[:5]
+        raise ValueError(f"duplicate problem id(s) {dup}")
+    torch.set_num_threads(int(threads))
+    if len(problems) == 0:
+        return _empty()
+    model, tokenizer = load_model(model_dir)
+    prompts = [
+        build_prompt(q, order=prompt_order, tokenizer=tokenizer, chat_template=chat_template)
+        for q in problems["question"].astype(str)
+    ]
+    ro = sample(
+        model,
+        tokenizer,
+        prompts,
+        n,
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        batch_size=batch_size,
+    )
+    ids = problems["id"].astype(str).tolist()
+    df = pd.DataFrame(
+        {
+            "problem_id": [pid for pid in ids for _ in range(n)],
+            "sample_idx": [j for _ in ids for j in range(n)],
+            "text": list(ro.texts),
+            "n_tokens": ro.lengths.to(torch.int64).tolist(),
+            "truncated": ro.truncated.to(torch.bool).tolist(),
+        },
+        columns=RECORD_COLUMNS,
+    )
+    return df.astype({"problem_id": str, "sample_idx": "int64", "text": str, "n_tokens": "int64", "truncated": bool})
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "problem_id": pd.Series([], dtype=str),
+            "sample_idx": pd.Series([], dtype="int64"),
+            "text": pd.Series([], dtype=str),
+            "n_tokens": pd.Series([], dtype="int64"),
+            "truncated": pd.Series([], dtype=bool),
+        }
+    )
+
+
+def write_records(df: pd.DataFrame, path: str | Path) -> None:
+    """Write records as parquet atomically (a killed job leaves no partial file)."""
+    missing = [c for c in RECORD_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"records lack column(s) {missing}")
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)
+
+
+def read_records(path: str | Path) -> pd.DataFrame:
+    df = pd.read_parquet(path)
+    missing = [c for c in RECORD_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: records lack column(s) {missing}")
+    return df

@@ -1,0 +1,109 @@
+"""Grade sampled responses against the gold answers (no model text is ever evaluated).
+
+``grade_records(samples, problems)`` joins the sample records (``problem_id``) with the
+normalized problems table (``id``) and adds three columns:
+
+extracted  str or None  the answer the grader pulled out of the response (None: nothing found)
+correct    bool         the extracted answer matches the gold answer
+no_answer  bool         nothing extractable (``extracted is None``); always scored incorrect
+
+Grading is dispatched on the problem's ``answer_type`` through ``GRADERS``, a dict from
+answer type to a *batch* grader ``fn(texts, problems) -> list[(extracted, correct)]`` where
+``problems`` is the list of problem rows (dicts with the schema's columns). Batch graders let
+a later grader run symbolic checks in a worker pool. ``register_grader`` adds or replaces one;
+``per_item`` wraps a function of one ``(text, problem)``. An answer type without a grader is
+an error naming the type and a problem id; so is a sample whose problem id is unknown.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+from vicurl.grading import extract_boxed, is_equiv
+
+GradeResult = tuple["str | None", bool]
+BatchGrader = Callable[[Sequence[str], Sequence[Mapping[str, Any]]], list[GradeResult]]
+
+
+def per_item(fn: Callable[[str, Mapping[str, Any]], GradeResult]) -> BatchGrader:
+    """Turn a grader of one response into a batch grader."""
+
+    def batch(texts: Sequence[str], problems: Sequence[Mapping[str, Any]]) -> list[GradeResult]:
+        return [fn(t, p) for t, p in zip(texts, problems)]
+
+    batch.__name__ = getattr(fn, "__name__", "per_item")
+    batch.__doc__ = fn.__doc__
+    return batch
+
+
+def _clean(extracted: str | None) -> str | None:
+    """An empty ``\\boxed{}`` counts as no answer."""
+    if extracted is None or not extracted.strip():
+        return None
+    return extracted
+
+
+@per_item
+def grade_math(text: str, problem: Mapping[str, Any]) -> GradeResult:
+    """Last ``\\boxed{}`` of the response vs the gold answer (normalized string / exact number)."""
+    pred = _clean(extract_boxed(text or ""))
+    return pred, bool(pred is not None and is_equiv(pred, str(problem["answer"])))
+
+
+GRADERS: dict[str, BatchGrader] = {"math": grade_math}
+
+
+def register_grader(answer_type: str, fn: BatchGrader) -> None:
+    """Add or replace the batch grader for ``answer_type``."""
+    GRADERS[answer_type] = fn
+
+
+def grade_records(samples: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame:
+    """Samples (``problem_id``, ``text``, ...) + problems (normalized schema) -> graded samples.
+
+    Keeps every sample column and row order, and adds ``extracted``, ``correct``, ``no_answer``.
+    """
+    for col in ("problem_id", "text"):
+        if col not in samples.columns:
+            raise ValueError(f"samples lack column {col!r}")
+    for col in ("id", "answer", "answer_type"):
+        if col not in problems.columns:
+            raise ValueError(f"problems lack column {col!r}")
+    prob = problems.copy()
+    prob["id"] = prob["id"].astype(str)
+    if prob["id"].duplicated().any():
+        raise ValueError(f"duplicate problem id(s) {prob['id'][prob['id'].duplicated()].tolist()[:5]}")
+    by_id = prob.set_index("id", drop=False)
+    pids = samples["problem_id"].astype(str)
+    unknown = sorted(set(pids) - set(by_id.index))
+    if unknown:
+        raise ValueError(f"sample(s) refer to problem id(s) not in the problems table: {unknown[:5]}"
+                         + (f" (+{len(unknown) - 5} more)" if len(unknown) > 5 else ""))
+    types = by_id.loc[pids.unique(), "answer_type"] if len(pids) else pd.Series([], dtype=str)
+    for pid, t in types.items():
+        if t not in GRADERS:
+            raise ValueError(f"no grader for answer_type {t!r} (problem id {pid!r}); "
+                             f"known types: {sorted(GRADERS)}")
+
+    out = samples.copy().reset_index(drop=True)
+    pids = pids.reset_index(drop=True)
+    extracted: list[str | None] = [None] * len(out)
+    correct = [False] * len(out)
+    row_types = by_id.loc[pids, "answer_type"].to_numpy() if len(out) else []
+    texts = out["text"].tolist()
+    records = {pid: row for pid, row in zip(by_id.index, by_id.to_dict("records"))}
+    for t in sorted(set(row_types)):
+        idx = [i for i, rt in enumerate(row_types) if rt == t]
+        results = GRADERS[t]([texts[i] if isinstance(texts[i], str) else "" for i in idx],
+                             [records[pids[i]] for i in idx])
+        if len(results) != len(idx):
+            raise RuntimeError(f"grader for {t!r} returned {len(results)} results for {len(idx)} samples")
+        for i, (ex, ok) in zip(idx, results):
+            extracted[i] = _clean(ex)
+            correct[i] = bool(ok) and extracted[i] is not None
+    out["extracted"] = pd.Series(extracted, dtype=object)
+    out["correct"] = pd.Series(correct, dtype=bool)
+    out["no_answer"] = out["extracted"].isna().astype(bool)
+    return out

@@ -1,0 +1,1 @@
+"""Models: the CPU demo's tiny base model (tokenizer, transformer, SFT) built from scratch."""

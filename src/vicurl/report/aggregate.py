@@ -1,0 +1,122 @@
+"""Aggregate per-seed benchmark scores across seeds, the way the paper reports them.
+
+Tables report "mean $\\pm$ std" ACROSS TRAINING SEEDS (not across samples): every seed's run
+is scored on its own (pass@k over the n samples per problem, averaged over problems), and
+those per-seed numbers are then summarized.
+
+Rules
+-----
+* ``std`` is the sample standard deviation across seeds (ddof = 1). With a single seed it is
+  reported as 0.0 (there is no spread to estimate); ``n_seeds`` says how many seeds a cell has,
+  so a reader or a table can tell a single-seed 0.0 from a real one.
+* ``min`` / ``max`` across seeds are kept for figure bands.
+* The "average" column (benchmark ``AVERAGE``): for EACH SEED the plain mean of the metric over
+  the benchmarks of the group, THEN mean and std of those per-seed averages across seeds. This
+  is how the paper's Average column works; its std is therefore the spread of the per-seed
+  averages, not the mean of the per-benchmark stds. A seed enters the average only when it has
+  a value for every benchmark being averaged (default: every benchmark any seed of the group
+  has; or ``average_over``), so an average is never computed from a partial set of benchmarks.
+  A group where no seed is complete gets no average row.
+* Missing (NaN) metric values are dropped, never filled.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+ID_KEYS = ("study", "model", "reward", "curriculum", "seed", "step", "benchmark")
+GROUP_KEYS = ("study", "model", "reward", "curriculum", "step", "benchmark")
+AVERAGE = "average"
+SUMMARY_COLUMNS = [*GROUP_KEYS, "metric", "mean", "std", "min", "max", "n_seeds"]
+
+
+def collect(records: Iterable[Mapping]) -> pd.DataFrame:
+    """Long per-seed table from score dicts that carry the identifying keys.
+
+    Each record holds ``study, model, reward, curriculum, seed, step, benchmark`` plus metric
+    entries (``pass@1``, ``pass@8``, ``mean_length``, ...). One row per record; the identifying
+    columns come first. A record missing an identifying key, or two records with the same
+    identity, raise ValueError.
+    """
+    rows = []
+    for i, r in enumerate(records):
+        missing = [k for k in ID_KEYS if k not in r]
+        if missing:
+            raise ValueError(f"score record {i} lacks identifying key(s) {missing}: {dict(r)}")
+        rows.append(dict(r))
+    if not rows:
+        return pd.DataFrame(columns=list(ID_KEYS))
+    df = pd.DataFrame(rows)
+    dup = df.duplicated(list(ID_KEYS), keep=False)
+    if dup.any():
+        first = df.loc[dup, list(ID_KEYS)].iloc[0].to_dict()
+        raise ValueError(f"two score records share the same identity {first}")
+    if (df["benchmark"] == AVERAGE).any():
+        raise ValueError(f"benchmark name {AVERAGE!r} is reserved for the average column")
+    df["seed"] = df["seed"].astype("int64")
+    df["step"] = df["step"].astype("int64")
+    others = [c for c in df.columns if c not in ID_KEYS]
+    return df[[*ID_KEYS, *others]].reset_index(drop=True)
+
+
+def _summary(values: pd.Series) -> dict:
+    v = values.dropna().to_numpy(dtype=np.float64)
+    n = len(v)
+    return {
+        "mean": float(v.mean()) if n else np.nan,
+        "std": float(v.std(ddof=1)) if n > 1 else (0.0 if n == 1 else np.nan),
+        "min": float(v.min()) if n else np.nan,
+        "max": float(v.max()) if n else np.nan,
+        "n_seeds": int(n),
+    }
+
+
+def across_seeds(
+    df: pd.DataFrame,
+    metrics: Sequence[str] = ("pass@1", "pass@8"),
+    *,
+    average: bool = True,
+    average_over: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Mean, std (ddof=1; 0.0 for one seed), min, max and n_seeds across seeds.
+
+    Returns one row per (study, model, reward, curriculum, step, benchmark, metric), with an
+    extra ``benchmark == "average"`` row per (study, model, reward, curriculum, step, metric)
+    when ``average`` (see the module docstring for the rule). ``average_over`` restricts the
+    benchmarks that the average covers.
+    """
+    missing = [k for k in ID_KEYS if k not in df.columns]
+    if missing:
+        raise ValueError(f"per-seed table lacks column(s) {missing}")
+    absent = [m for m in metrics if m not in df.columns]
+    if absent:
+        raise ValueError(f"metric(s) {absent} not in the per-seed table (columns: {list(df.columns)})")
+    if (df["benchmark"] == AVERAGE).any():
+        raise ValueError(f"benchmark name {AVERAGE!r} is reserved for the average column")
+    out = []
+    run_keys = [k for k in GROUP_KEYS if k != "benchmark"]
+    for metric in metrics:
+        for key, g in df.groupby(list(GROUP_KEYS), dropna=False, sort=True):
+            out.append({**dict(zip(GROUP_KEYS, key)), "metric": metric, **_summary(g[metric])})
+        if not average:
+            continue
+        for key, g in df.groupby(run_keys, dropna=False, sort=True):
+            wanted = sorted(set(average_over) if average_over is not None
+                            else set(g.loc[g[metric].notna(), "benchmark"]))
+            if not wanted:
+                continue
+            per_seed = []
+            for _, s in g.groupby("seed", sort=True):
+                vals = s.set_index("benchmark")[metric].dropna()
+                if all(b in vals.index for b in wanted):
+                    per_seed.append(float(vals.loc[wanted].mean()))
+            if not per_seed:
+                continue
+            out.append({**dict(zip(run_keys, key)), "benchmark": AVERAGE, "metric": metric,
+                        **_summary(pd.Series(per_seed, dtype=np.float64))})
+    res = pd.DataFrame(out, columns=SUMMARY_COLUMNS)
+    res = res[res["n_seeds"] > 0].reset_index(drop=True)
+    return res.astype({"n_seeds": "int64"})

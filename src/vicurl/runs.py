@@ -1,0 +1,123 @@
+"""The run table: the config's studies expanded into one row per training run.
+
+A run is (study, model, reward, curriculum, seed); its folder spells the parts out:
+``runs/{study}/{model}/{reward}-{curriculum}/seed{seed}/``. The Base (No RL) rows are
+evaluation-only pseudo-runs with study ``base`` and setting ``base``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+BASE = "base"
+
+
+@dataclass(frozen=True)
+class Run:
+    study: str
+    model: str
+    reward: str
+    curriculum: str
+    seed: int
+
+    @property
+    def setting(self) -> str:
+        return f"{self.reward}-{self.curriculum}"
+
+    @property
+    def path(self) -> str:
+        return f"{self.study}/{self.model}/{self.setting}/seed{self.seed}"
+
+
+def runs(config: dict[str, Any], study: str | None = None) -> list[Run]:
+    out = []
+    for name, s in config["studies"].items():
+        if study is not None and name != study:
+            continue
+        for model in s["models"]:
+            for reward, curricula in s["settings"].items():
+                for curriculum in curricula:
+                    for seed in s["seeds"]:
+                        out.append(Run(name, model, reward, curriculum, int(seed)))
+    return out
+
+
+def check(config: dict[str, Any]) -> None:
+    """Cross-references the JSON schema cannot express; errors name the config key."""
+    for name, s in config["studies"].items():
+        where = f"studies.{name}"
+        for key in [s["train_set"], *s["benchmarks"]]:
+            if key not in config["datasets"]:
+                raise ValueError(f"{where}: dataset {key!r} is not defined under `datasets`")
+        for model in s["models"]:
+            if model not in config["models"]:
+                raise ValueError(f"{where}.models: model {model!r} is not defined under `models`")
+        for reward, curricula in s["settings"].items():
+            if reward not in config["rewards"]:
+                raise ValueError(f"{where}.settings: reward {reward!r} is not defined under `rewards`")
+            for c in curricula:
+                if c not in config["curricula"]:
+                    raise ValueError(f"{where}.settings.{reward}: curriculum {c!r} is not defined under `curricula`")
+        if "total_steps" not in {**config.get("train", {}), **s.get("train", {})}:
+            raise ValueError(f"{where}: train.total_steps is not set (top-level `train` or the study's `train`)")
+    for name, m in config["models"].items():
+        if "build" in m:
+            split = m["build"]["sft_split"]
+            if split not in config.get("synthetic", {}).get("splits", {}):
+                raise ValueError(f"models.{name}.build.sft_split: {split!r} is not a split under `synthetic.splits`")
+    for name, d in config["datasets"].items():
+        if d["source"] == "synthetic" and name not in config.get("synthetic", {}).get("splits", {}):
+            raise ValueError(f"datasets.{name}: source synthetic but no split {name!r} under `synthetic.splits`")
+
+
+def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
+    """Base `train` + the study's overrides + reward and curriculum parameters + seed."""
+    settings = {**config.get("train", {}), **config["studies"][run.study].get("train", {})}
+    settings.update(
+        seed=run.seed,
+        reward=run.reward,
+        reward_params=dict(config["rewards"].get(run.reward, {})),
+        curriculum=run.curriculum,
+        curriculum_params=dict(config["curricula"].get(run.curriculum, {})),
+        prompt_order=config.get("prompt", {}).get("order", "question_first"),
+        chat_template=bool(config["models"][run.model].get("chat_template", False)),
+        export_steps=eval_steps(config, run.study),
+    )
+    return settings
+
+
+def total_steps(config: dict[str, Any], study: str) -> int:
+    return int({**config.get("train", {}), **config["studies"][study].get("train", {})}["total_steps"])
+
+
+def eval_steps(config: dict[str, Any], study: str) -> list[int]:
+    """Training steps that are exported and evaluated: every `eval.every` steps and the last."""
+    t = total_steps(config, study)
+    every = int(config.get("eval", {}).get("every", 50))
+    return sorted(set(range(every, t + 1, every)) | {t})
+
+
+def report_step(config: dict[str, Any], study: str) -> int:
+    """The step the tables report (`eval.checkpoint`), the same for every method."""
+    ck = config.get("eval", {}).get("checkpoint", "last")
+    steps = eval_steps(config, study)
+    if ck == "last":
+        return steps[-1]
+    if int(ck) not in steps:
+        raise ValueError(f"eval.checkpoint: step {ck} is not an evaluated step of study {study!r} ({steps})")
+    return int(ck)
+
+
+def evaluations(config: dict[str, Any], study: str | None = None) -> Iterator[tuple[str, str, str, int, int, str]]:
+    """Every (study, model, setting, seed, step, benchmark) to evaluate, base models included."""
+    seen = set()
+    for run in runs(config, study):
+        for step in eval_steps(config, run.study):
+            for bench in config["studies"][run.study]["benchmarks"]:
+                yield run.study, run.model, run.setting, run.seed, step, bench
+        for bench in config["studies"][run.study]["benchmarks"]:
+            key = (run.model, run.seed, bench)
+            if key not in seen:
+                seen.add(key)
+                yield BASE, run.model, BASE, run.seed, 0, bench

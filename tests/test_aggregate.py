@@ -1,0 +1,69 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from vicurl.report.aggregate import AVERAGE, across_seeds, collect
+
+
+def rec(seed, bench, p1, curriculum="vicurl", step=10, **kw):
+    return dict(study="math", model="tiny", reward="oracle", curriculum=curriculum, seed=seed,
+                step=step, benchmark=bench, **{"pass@1": p1, "pass@8": min(1.0, 2 * p1)}, **kw)
+
+
+def table():
+    return collect([
+        rec(0, "a", 0.10), rec(1, "a", 0.20), rec(2, "a", 0.30),
+        rec(0, "b", 0.50), rec(1, "b", 0.70), rec(2, "b", 0.60),
+        rec(0, "a", 0.40, curriculum="none"),
+        rec(0, "b", 0.20, curriculum="none"),
+    ])
+
+
+def test_collect_columns_and_errors():
+    df = table()
+    assert list(df.columns[:7]) == ["study", "model", "reward", "curriculum", "seed", "step", "benchmark"]
+    assert len(df) == 8
+    with pytest.raises(ValueError, match="identity"):
+        collect([rec(0, "a", 0.1), rec(0, "a", 0.2)])
+    with pytest.raises(ValueError, match="seed"):
+        collect([{k: v for k, v in rec(0, "a", 0.1).items() if k != "seed"}])
+
+
+def test_mean_std_by_hand():
+    out = across_seeds(table(), metrics=("pass@1",))
+    a = out[(out.curriculum == "vicurl") & (out.benchmark == "a")].iloc[0]
+    assert a["mean"] == pytest.approx(0.2)
+    assert a["std"] == pytest.approx(0.1)  # sample std of .1 .2 .3
+    assert a["n_seeds"] == 3 and a["min"] == pytest.approx(0.1) and a["max"] == pytest.approx(0.3)
+    single = out[(out.curriculum == "none") & (out.benchmark == "a")].iloc[0]
+    assert single["std"] == 0.0 and single["n_seeds"] == 1
+
+
+def test_average_is_per_seed_then_across_seeds():
+    out = across_seeds(table(), metrics=("pass@1", "pass@8"))
+    avg = out[(out.curriculum == "vicurl") & (out.benchmark == AVERAGE) & (out.metric == "pass@1")].iloc[0]
+    per_seed = [(0.1 + 0.5) / 2, (0.2 + 0.7) / 2, (0.3 + 0.6) / 2]
+    assert avg["mean"] == pytest.approx(np.mean(per_seed))
+    assert avg["std"] == pytest.approx(np.std(per_seed, ddof=1))
+    # not the mean of the per-benchmark stds
+    assert avg["std"] != pytest.approx((0.1 + 0.1) / 2)
+    assert avg["n_seeds"] == 3
+    assert set(out.metric) == {"pass@1", "pass@8"}
+
+
+def test_average_skips_incomplete_seeds():
+    df = collect([rec(0, "a", 0.1), rec(1, "a", 0.3), rec(0, "b", 0.5)])  # seed 1 lacks b
+    out = across_seeds(df, metrics=("pass@1",))
+    avg = out[out.benchmark == AVERAGE].iloc[0]
+    assert avg["n_seeds"] == 1 and avg["mean"] == pytest.approx(0.3)
+    out2 = across_seeds(df, metrics=("pass@1",), average_over=["a", "c"])
+    assert (out2.benchmark == AVERAGE).sum() == 0
+    out3 = across_seeds(df, metrics=("pass@1",), average=False)
+    assert (out3.benchmark == AVERAGE).sum() == 0
+
+
+def test_nan_values_dropped():
+    df = collect([rec(0, "a", 0.1), rec(1, "a", float("nan"))])
+    out = across_seeds(df, metrics=("pass@1",))
+    a = out[out.benchmark == "a"].iloc[0]
+    assert a["n_seeds"] == 1 and a["mean"] == pytest.approx(0.1)

@@ -1,0 +1,91 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from vicurl.data.schema import make_row, to_frame
+from vicurl.evaluation.grade import GRADERS, grade_records, per_item, register_grader
+from vicurl.evaluation.score import score
+
+
+def problems():
+    return to_frame([
+        make_row(id="p1", source="t", question="1+1?", answer="2"),
+        make_row(id="p2", source="t", question="half?", answer="\\frac{1}{2}"),
+    ])
+
+
+def samples(n=4):
+    texts = {
+        "p1": ["so \\boxed{2}", "\\boxed{3}", "no idea", "\\boxed{ 2 }"],
+        "p2": ["\\boxed{0.5}", "\\boxed{1/2}", "\\boxed{}", "\\boxed{\\frac{1}{3}}"],
+    }
+    rows = []
+    for pid, ts in texts.items():
+        for j, t in enumerate(ts[:n]):
+            rows.append({"problem_id": pid, "sample_idx": j, "text": t,
+                         "n_tokens": 10 * (j + 1), "truncated": j == 2})
+    return pd.DataFrame(rows)
+
+
+def test_grade_math():
+    g = grade_records(samples(), problems())
+    assert list(g.columns[:5]) == ["problem_id", "sample_idx", "text", "n_tokens", "truncated"]
+    assert g["correct"].tolist() == [True, False, False, True, True, True, False, False]
+    assert g["no_answer"].tolist() == [False, False, True, False, False, False, True, False]
+    assert g["extracted"].iloc[2] is None and g["extracted"].iloc[6] is None
+    assert g["extracted"].iloc[1] == "3"
+    assert g["correct"].dtype == bool and g["no_answer"].dtype == bool
+
+
+def test_score():
+    s = score(grade_records(samples(), problems()), ks=(1, 2))
+    assert s["n_problems"] == 2 and s["n_samples"] == 4
+    # p1: c=2 of 4, p2: c=2 of 4
+    assert s["pass@1"] == pytest.approx(0.5)
+    assert s["pass@2"] == pytest.approx(1 - 1 / 6)  # 1 - C(2,2)/C(4,2)
+    assert s["no_answer_rate"] == pytest.approx(2 / 8)
+    assert s["truncated_rate"] == pytest.approx(2 / 8)
+    assert s["mean_length"] == pytest.approx(25.0)
+    assert s["p90_length"] == pytest.approx(np.percentile([10, 20, 30, 40] * 2, 90))
+
+
+def test_score_default_k_needs_enough_samples():
+    with pytest.raises(ValueError, match="k=8"):
+        score(grade_records(samples(), problems()))
+
+
+def test_unequal_n_errors():
+    g = grade_records(samples(), problems())
+    with pytest.raises(ValueError, match="same n"):
+        score(g.iloc[:-1], ks=(1,))
+
+
+def test_unknown_answer_type_errors():
+    p = problems()
+    p.loc[1, "answer_type"] = "bool"
+    with pytest.raises(ValueError, match=r"'bool'.*'p2'"):
+        grade_records(samples(), p)
+
+
+def test_unknown_problem_id_errors():
+    s = samples()
+    s.loc[0, "problem_id"] = "zzz"
+    with pytest.raises(ValueError, match="zzz"):
+        grade_records(s, problems())
+
+
+def test_register_grader_plugs_in():
+    p = problems()
+    p.loc[:, "answer_type"] = "bool"
+
+    @per_item
+    def always(text, problem):
+        return ("x", problem["id"] == "p1")
+
+    try:
+        register_grader("bool", always)
+        g = grade_records(samples(), p)
+        assert g["correct"].tolist() == [True] * 4 + [False] * 4
+        assert not g["no_answer"].any()
+    finally:
+        GRADERS.pop("bool", None)

@@ -1,0 +1,14 @@
+"""Rule aggregate: all per-seed scores in one table, and mean / std across seeds."""
+import json
+
+from vicurl.io import atomic_path
+from vicurl.report.aggregate import across_seeds, collect
+from vicurl.workflow import setup
+
+log = setup(snakemake)
+per_seed = collect(json.loads(open(p).read()) for p in snakemake.input)
+summary = across_seeds(per_seed, metrics=tuple(snakemake.params.metrics))
+for df, out in ((per_seed, snakemake.output.per_seed), (summary, snakemake.output.across_seeds)):
+    with atomic_path(out) as tmp:
+        df.to_csv(tmp, index=False)
+log.info("%d score records, %d summary rows", len(per_seed), len(summary))

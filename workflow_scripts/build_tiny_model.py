@@ -1,0 +1,14 @@
+"""Rule build_tiny_model: tokenizer + tiny Qwen2 model, supervised on worked solutions."""
+import json
+
+from vicurl.data import schema
+from vicurl.models import tiny
+from vicurl.workflow import setup
+
+log = setup(snakemake)
+build = dict(snakemake.params.build)
+cfg = {k: build[k] for k in ("vocab_size", "arch", "sft") if k in build}
+metrics = tiny.build_base_model(
+    schema.read(snakemake.input.sft), snakemake.output[0], cfg, seed=int(build.get("seed", 0)),
+)
+log.info("built %s: %s", snakemake.output[0], json.dumps(metrics))

@@ -1,0 +1,20 @@
+"""Rule train: one GRPO run (engine chosen by the config), resumable from `_work/`."""
+from pathlib import Path
+
+from vicurl.data import schema
+from vicurl.io import write_json
+from vicurl.workflow import setup
+
+log = setup(snakemake)
+settings = dict(snakemake.params.settings)
+if snakemake.params.engine != "local":
+    raise SystemExit(f"engine {snakemake.params.engine!r} is not available in this build; use engine: local")
+
+from vicurl.engines.local import LocalTrainer, TrainConfig  # noqa: E402  (after logging is set up)
+
+cfg = TrainConfig.from_dict(settings)
+trainer = LocalTrainer(cfg, snakemake.params.model_dir, schema.read(snakemake.input.train_set), snakemake.params.work_dir)
+trainer.run()
+out = Path(snakemake.output.checkpoints)
+trainer.publish({s: out / f"step{s}" for s in cfg.export_steps}, snakemake.output.metrics)
+write_json(snakemake.output.settings, settings)
