@@ -10,6 +10,18 @@ configfile: "config/demo.yaml"
 
 
 include: "rules/common.smk"
+wildcard_constraints:
+    study=_alt(STUDIES + [runs_lib.BASE]),
+    model=_alt(config["models"]),
+    setting=_alt(SETTINGS),
+    reward=_alt(config["rewards"]),
+    curriculum=_alt(config["curricula"]),
+    dataset=_alt(config["datasets"]),
+    bench=_alt(config["datasets"]),
+    seed=r"\d+",
+    step=r"\d+",
+
+
 include: "rules/data.smk"
 include: "rules/model.smk"
 include: "rules/train.smk"

@@ -15,18 +15,6 @@ def _alt(values):
     return "|".join(re.escape(str(v)) for v in sorted(set(values)))
 
 
-wildcard_constraints:
-    study=_alt(STUDIES + [runs_lib.BASE]),
-    model=_alt(config["models"]),
-    setting=_alt(SETTINGS),
-    reward=_alt(config["rewards"]),
-    curriculum=_alt(config["curricula"]),
-    dataset=_alt(config["datasets"]),
-    bench=_alt(config["datasets"]),
-    seed=r"\d+",
-    step=r"\d+",
-
-
 def dataset_path(name):
     return f"{R}/data/{name}.parquet"
 
@@ -42,7 +30,7 @@ def base_model_dir(model):
 
 
 def base_model_input(model):
-    """The base model as a rule input: only built models are files of this workflow."""
+    """The base model as an input file; only built models are files of this workflow."""
     return [base_model_dir(model)] if "build" in config["models"][model] else []
 
 
@@ -65,3 +53,16 @@ def all_scores(study=None):
 def run_of(w):
     reward, curriculum = w.setting.split("-", 1)
     return runs_lib.Run(w.study, w.model, reward, curriculum, int(w.seed))
+
+
+def eval_model_input(w):
+    """Files the evaluated model depends on: the run's checkpoints, or a built base model."""
+    if w.setting == runs_lib.BASE:
+        return base_model_input(w.model)
+    return [f"{run_dir(w)}/checkpoints"]
+
+
+def eval_model_dir(w):
+    if w.setting == runs_lib.BASE:
+        return base_model_dir(w.model)
+    return f"{run_dir(w)}/checkpoints/step{w.step}"

@@ -2,27 +2,12 @@
 # Grading is its own rule so that a grader change regrades without regenerating.
 
 
-def eval_model_input(w):
-    if w.setting == runs_lib.BASE:
-        return base_model_input(w.model)
-    return [f"{run_dir(w)}/checkpoints"]
-
-
-def eval_model_dir(w):
-    if w.setting == runs_lib.BASE:
-        return base_model_dir(w.model)
-    return f"{run_dir(w)}/checkpoints/step{w.step}"
-
-
-EVAL = f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}"
-
-
 rule generate:
     input:
         model=eval_model_input,
         problems=lambda w: dataset_path(w.bench),
     output:
-        EVAL + ".samples.parquet",
+        f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.samples.parquet",
     params:
         model_dir=eval_model_dir,
         eval=config["eval"],
@@ -41,10 +26,10 @@ rule generate:
 
 rule grade:
     input:
-        samples=EVAL + ".samples.parquet",
+        samples=f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.samples.parquet",
         problems=lambda w: dataset_path(w.bench),
     output:
-        EVAL + ".graded.parquet",
+        f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.graded.parquet",
     log:
         f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.grade.log",
     conda:
@@ -55,9 +40,9 @@ rule grade:
 
 rule score:
     input:
-        EVAL + ".graded.parquet",
+        f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.graded.parquet",
     output:
-        EVAL + ".score.json",
+        f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.score.json",
     params:
         ks=config["eval"]["ks"],
     log:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -16,11 +17,9 @@ def setup(snakemake, threads: int | None = None) -> logging.Logger:
         handlers.append(logging.FileHandler(log_path, mode="w"))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", handlers=handlers, force=True)
     logging.captureWarnings(True)
-    n = threads or getattr(snakemake, "threads", 1) or 1
-    try:
-        import torch
-
-        torch.set_num_threads(int(n))
-    except ImportError:
-        pass
+    n = int(threads or getattr(snakemake, "threads", 1) or 1)
+    # cheap rules never import torch; for the others, pin the threads whether torch is loaded yet or not
+    os.environ["OMP_NUM_THREADS"] = str(n)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
     return logging.getLogger(f"vicurl.{snakemake.rule}")

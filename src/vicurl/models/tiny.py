@@ -52,6 +52,7 @@ DEFAULT_CFG: dict[str, Any] = {
         "min_lr_ratio": 0.1,  # cosine decay from lr down to lr * min_lr_ratio
         "weight_decay": 0.01,
         "grad_clip": 1.0,
+        "length_bucket": 16,  # sort by length within windows of 16 batches (less padding)
     },
 }
 
@@ -118,12 +119,18 @@ def tokenizer_texts(df: pd.DataFrame, prompt_order: str = "question_first") -> l
 
 
 def build_model(tokenizer, arch: Mapping[str, Any], seed: int):
-    """A freshly initialised ``Qwen2ForCausalLM`` sized by ``arch`` (tied embeddings)."""
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    """A freshly initialised ``LlamaForCausalLM`` sized by ``arch`` (tied embeddings).
+
+    Llama rather than Qwen2: ``AutoTokenizer`` forces Qwen2's own tokenizer class (and its
+    pre-tokenizer) onto any ``model_type: qwen2`` checkpoint, which would silently re-tokenize
+    our digit-split BPE differently after a reload; for Llama it keeps the saved tokenizer.
+    The architecture (RMSNorm, RoPE, SwiGLU, GQA) is the same as Qwen2's minus the q/k/v biases.
+    """
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     arch = dict(arch)
     rope_theta = float(arch.pop("rope_theta", 10000.0))
-    config = Qwen2Config(
+    config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=int(arch.pop("hidden_size")),
         intermediate_size=int(arch.pop("intermediate_size")),
@@ -133,15 +140,14 @@ def build_model(tokenizer, arch: Mapping[str, Any], seed: int):
         max_position_embeddings=int(arch.pop("max_position_embeddings", 128)),
         rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
         tie_word_embeddings=True,
-        use_sliding_window=False,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None,
-        **arch,  # anything else Qwen2Config accepts (rms_norm_eps, initializer_range, ...)
+        **arch,  # anything else LlamaConfig accepts (rms_norm_eps, initializer_range, head_dim, ...)
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        model = Qwen2ForCausalLM(config)
+        model = LlamaForCausalLM(config)
     model.generation_config = GenerationConfig(
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None
     )
@@ -174,6 +180,21 @@ def _collate(ids, labels, pad_id: int):
     return inp, att, lab
 
 
+def batch_order(lengths: list[int], batch_size: int, gen: torch.Generator, bucket: int = 16) -> list[list[int]]:
+    """One epoch of batches: shuffle, sort by length within windows of ``bucket`` batches
+    (less padding), then shuffle the batches. ``bucket <= 1`` gives plain random batches."""
+    perm = torch.randperm(len(lengths), generator=gen).tolist()
+    batches = []
+    window = batch_size * max(1, int(bucket))
+    for start in range(0, len(perm), window):
+        chunk = perm[start : start + window]
+        if bucket > 1:
+            chunk = sorted(chunk, key=lambda i: lengths[i])
+        batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
+    batches = [b for b in batches if len(b) == batch_size] or batches  # drop ragged tails
+    return [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
+
+
 def lr_lambda(step: int, steps: int, warmup: int, min_lr_ratio: float) -> float:
     """Linear warmup to 1, then cosine decay to ``min_lr_ratio`` at ``steps``."""
     if warmup > 0 and step < warmup:
@@ -196,6 +217,7 @@ def sft(
     min_lr_ratio: float = 0.1,
     weight_decay: float = 0.01,
     grad_clip: float = 1.0,
+    length_bucket: int = 16,
     log_every: int = 0,
 ) -> dict[str, Any]:
     """Supervised fine-tuning on ``build_prompt(question) + solution + EOS`` (response-only loss).
@@ -221,14 +243,15 @@ def sft(
     )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_lambda(s, steps, warmup, min_lr_ratio))
     model.train()
-    order: list[int] = []
+    lengths = [len(x) for x in ids]
+    queue: list[list[int]] = []
     losses: list[float] = []
     n_tokens = 0
     t0 = time.perf_counter()
     for step in range(int(steps)):
-        if len(order) < batch_size:
-            order += torch.randperm(len(ids), generator=gen).tolist()
-        idx, order = order[:batch_size], order[batch_size:]
+        if not queue:
+            queue = batch_order(lengths, batch_size, gen, length_bucket)
+        idx = queue.pop(0)
         inp, att, lab = _collate([ids[i] for i in idx], [labels[i] for i in idx], tokenizer.pad_token_id)
         loss = model(input_ids=inp, attention_mask=att, labels=lab).loss
         opt.zero_grad(set_to_none=True)

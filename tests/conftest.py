@@ -1,0 +1,40 @@
+"""Shared fixtures: a tiny random causal LM with a character tokenizer, saved in HF format."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+CHARS = list("0123456789+-*=. ()<>/\\{}abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'\n,$:?")
+
+
+def make_char_model(path, seed: int = 0, hidden: int = 32, layers: int = 1):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    vocab = {"<pad>": 0, "<eos>": 1}
+    for c in CHARS:
+        vocab.setdefault(c, len(vocab))
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    tk.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>")
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(
+        vocab_size=len(vocab), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512, tie_word_embeddings=True,
+        pad_token_id=0, eos_token_id=1, bos_token_id=1,
+    )
+    Qwen2ForCausalLM(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def char_model_dir(tmp_path_factory):
+    return make_char_model(tmp_path_factory.mktemp("char_model") / "model")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)
