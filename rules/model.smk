@@ -1,4 +1,4 @@
-# The demo's base model: tokenizer and a tiny Qwen2 model, supervised on worked solutions.
+# The demo's base model: tokenizer and a tiny Llama-architecture model, supervised on worked solutions.
 
 
 rule build_tiny_model:
@@ -9,7 +9,7 @@ rule build_tiny_model:
     params:
         build=lambda w: config["models"][w.model]["build"],
         prompt_order=config["prompt"]["order"],
-    threads: config["threads"]
+    threads: config["build_threads"]  # fixed: the weights depend on the thread count
     log:
         f"{R}/logs/models/{{model}}.log",
     benchmark:

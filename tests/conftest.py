@@ -10,7 +10,7 @@ CHARS = list("0123456789+-*=. ()<>/\\{}abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNO
 
 def make_char_model(path, seed: int = 0, hidden: int = 32, layers: int = 1):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     vocab = {"<pad>": 0, "<eos>": 1}
     for c in CHARS:
@@ -20,12 +20,13 @@ def make_char_model(path, seed: int = 0, hidden: int = 32, layers: int = 1):
     tk.decoder = decoders.Fuse()
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>")
     torch.manual_seed(seed)
-    cfg = Qwen2Config(
+    # Llama, not Qwen2: transformers 5 reloads any qwen2 checkpoint with Qwen2's own tokenizer class
+    cfg = LlamaConfig(
         vocab_size=len(vocab), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512, tie_word_embeddings=True,
         pad_token_id=0, eos_token_id=1, bos_token_id=1,
     )
-    Qwen2ForCausalLM(cfg).save_pretrained(path)
+    LlamaForCausalLM(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return path
 

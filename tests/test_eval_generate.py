@@ -1,6 +1,5 @@
 import pandas as pd
 import pytest
-import torch
 
 from vicurl.data.schema import make_row, to_frame
 from vicurl.evaluation.generate import RECORD_COLUMNS, generate_records, read_records, write_records
@@ -8,28 +7,8 @@ from vicurl.prompts import build_prompt
 
 
 @pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-
-    torch.set_num_threads(1)
-    d = tmp_path_factory.mktemp("tiny_model")
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    corpus = [build_prompt("What is 2 + 3?"), "\\boxed{5} <think> 0 1 2 3 4 5 6 7 8 9 + - * = </think>"]
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<pad>", "<eos>", "<unk>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-    fast.save_pretrained(d)
-    torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
-                      pad_token_id=fast.pad_token_id, eos_token_id=fast.eos_token_id,
-                      bos_token_id=fast.eos_token_id, tie_word_embeddings=True)
-    Qwen2ForCausalLM(cfg).save_pretrained(d)
-    return str(d)
+def tiny_model_dir(char_model_dir):
+    return str(char_model_dir)
 
 
 def problems():

@@ -196,3 +196,57 @@ def test_load_base_model_and_defaults(built):
     assert cfg["arch"]["hidden_size"] == 8 and cfg["arch"]["num_hidden_layers"] == DEFAULT_CFG["arch"]["num_hidden_layers"]
     assert cfg["sft"]["steps"] == 1 and cfg["sft"]["lr"] == DEFAULT_CFG["sft"]["lr"]
     assert DEFAULT_CFG["sft"]["steps"] != 1  # merge did not mutate the defaults
+
+
+def test_packed_and_example_mean_losses_match_unpacked(df, tok):
+    from vicurl.models.tiny import _collate, _example_mean_loss, _pack
+
+    model = build_model(tok, {**TINY["arch"], "initializer_range": 0.2}, seed=0)
+    ids, labels = encode_sft(tok, df["question"][:12], df["solution"][:12])
+    inp, att, lab = _collate(ids, labels, tok.pad_token_id)
+    pinp, pos, plab = _pack(ids, labels, tok.pad_token_id, 128)
+    assert pinp.shape[0] < inp.shape[0] and pinp.numel() < inp.numel()  # packing saves compute
+    with torch.no_grad():
+        padded = model(input_ids=inp, attention_mask=att, labels=lab, use_cache=False).loss
+        packed = model(input_ids=pinp, position_ids=pos, labels=plab, use_cache=False).loss
+        assert packed == pytest.approx(float(padded), abs=1e-5)  # no attention across examples
+        per_example = torch.stack([
+            model(input_ids=torch.tensor([x]), labels=torch.tensor([y]), use_cache=False).loss
+            for x, y in zip(ids, labels)
+        ]).mean()
+        em_padded = _example_mean_loss(model(input_ids=inp, attention_mask=att, use_cache=False).logits, lab)
+        em_packed = _example_mean_loss(model(input_ids=pinp, position_ids=pos, use_cache=False).logits, plab, pos)
+    assert float(em_padded) == pytest.approx(float(per_example), abs=1e-5)
+    assert float(em_packed) == pytest.approx(float(per_example), abs=1e-5)
+
+
+def test_curriculum_pool_share():
+    from vicurl.models.tiny import pool_share
+
+    assert pool_share(0, 100, 0.0, 0.3) == 1.0  # no curriculum
+    assert pool_share(0, 100, 0.75, 0.34, hold=0.4) == 0.34
+    assert pool_share(39, 100, 0.75, 0.34, hold=0.4) == 0.34
+    assert 0.34 < pool_share(60, 100, 0.75, 0.34, hold=0.4) < 1.0
+    assert pool_share(75, 100, 0.75, 0.34, hold=0.4) == 1.0
+    shares = [pool_share(s, 100, 0.75, 0.34, hold=0.4) for s in range(100)]
+    assert shares == sorted(shares)
+
+
+def test_evaluate_levels_report(built, df):
+    from vicurl.models.tiny import evaluate_levels
+
+    out, _ = built
+    model, tok = load_base_model(out)
+    rep = evaluate_levels(model, tok, df.head(6), n=2, temperature=1.0, max_new_tokens=8, seed=0)
+    assert set(rep) == {"1", "2", "3", "4", "5", "6", "all"}
+    assert rep["all"]["prompts"] == 6
+    for d in rep.values():
+        assert 0.0 <= d["pass@1"] <= 1.0 and 0.0 <= d["eos"] <= 1.0 and d["entropy"] >= 0.0
+
+
+def test_small_vocab_still_builds(df, tmp_path):
+    # too few merges to compress the instruction: examples exceed max_length, rows grow to fit
+    cfg = {**TINY, "vocab_size": 300, "sft": {"steps": 2, "batch_size": 8}}
+    with pytest.warns(UserWarning, match="model_max_length"):
+        m = build_base_model(df.head(40), tmp_path / "m", cfg, seed=0)
+    assert m["vocab_size"] == 300 and (tmp_path / "m" / "model.safetensors").exists()

@@ -8,6 +8,7 @@ from vicurl.workflow import setup
 log = setup(snakemake)
 build = dict(snakemake.params.build)
 cfg = {k: build[k] for k in ("vocab_size", "arch", "sft") if k in build}
+cfg["prompt_order"] = snakemake.params.prompt_order
 metrics = tiny.build_base_model(
     schema.read(snakemake.input.sft), snakemake.output[0], cfg, seed=int(build.get("seed", 0)),
 )

@@ -6,7 +6,9 @@ response format::
 
     <think>23 + 45 = 68. 68 - 7 = 61.</think> The answer is \\boxed{61}.
 
-Difficulty grows with the level (``LEVELS``): more operations and more operand digits.
+Difficulty grows with the level (``LEVELS``): more operations (1 to 4), larger operands,
+and at levels 5-6 carries and borrows (levels 1-4 are digit-wise arithmetic). Solutions are
+at most ~58 tokens of the tiny model's tokenizer (level 6), ~14 at level 1.
 Partial results never go negative (a subtraction draws a subtrahend no larger than the
 running total), so the left-to-right chain is also the conventional value of the
 expression and every intermediate number is a plain non-negative integer.
@@ -32,26 +34,44 @@ class Level:
     """How one difficulty level draws problems."""
 
     ops: int  # number of binary operations (the chain has ops + 1 operands)
-    first_digits: int  # digits of the first operand
-    digits: int  # digits of every later operand
+    first_digits: tuple[int, int]  # digit count range (inclusive) of the first operand
+    digits: tuple[int, int]  # digit count range (inclusive) of every later operand
+    carry: bool  # False: no step ever carries (+) or borrows (-), digit by digit
 
-    def operand_range(self, digits: int) -> tuple[int, int]:
+    @staticmethod
+    def operand_range(digits: int) -> tuple[int, int]:
         return (1 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
 
+    @property
+    def max_digits(self) -> int:
+        return max(self.first_digits[1], self.digits[1])
 
-# level -> (operations, digits of the first operand, digits of the other operands).
-# Level 1 has 90*9*2 = 1,620 distinct questions; every later level has far more.
+
+# Difficulty grows with the number of operations, the operands' size and whether carries
+# and borrows occur (levels 1-4 never carry, so every partial result is digit-wise
+# arithmetic; levels 5-6 do). A digit range draws the digit count uniformly per operand.
+# Level 1 has over 8,000 distinct questions; later levels far more.
 LEVELS: dict[int, Level] = {
-    1: Level(ops=1, first_digits=2, digits=1),
-    2: Level(ops=2, first_digits=2, digits=1),
-    3: Level(ops=2, first_digits=2, digits=2),
-    4: Level(ops=3, first_digits=2, digits=2),
-    5: Level(ops=3, first_digits=3, digits=2),
-    6: Level(ops=4, first_digits=3, digits=2),
+    1: Level(ops=1, first_digits=(2, 3), digits=(1, 1), carry=False),
+    2: Level(ops=2, first_digits=(2, 3), digits=(1, 1), carry=False),
+    3: Level(ops=2, first_digits=(2, 3), digits=(1, 2), carry=False),
+    4: Level(ops=3, first_digits=(2, 3), digits=(1, 2), carry=False),
+    5: Level(ops=3, first_digits=(2, 3), digits=(1, 2), carry=True),
+    6: Level(ops=4, first_digits=(3, 3), digits=(2, 2), carry=True),
 }
 OPS = ("+", "-")
 SOURCE_ANSWER_TYPE = "math"
 _MAX_TRIES = 10_000  # fresh draws per row before giving up on finding an unused question
+
+
+def has_carry(a: int, op: str, b: int) -> bool:
+    """Whether column arithmetic of ``a op b`` carries (+) or borrows (-) in any column."""
+    while a or b:
+        da, db = a % 10, b % 10
+        if (op == "+" and da + db > 9) or (op == "-" and da < db):
+            return True
+        a, b = a // 10, b // 10
+    return False
 
 
 @dataclass(frozen=True)
@@ -101,20 +121,35 @@ def apply_op(a: int, op: str, b: int) -> int:
     raise ValueError(f"unknown operator {op!r}")
 
 
+def _valid_operands(cur: int, op: str, lo: int, hi: int, carry: bool) -> list[int]:
+    return [x for x in range(lo, hi + 1) if (op == "+" or x <= cur) and (carry or not has_carry(cur, op, x))]
+
+
 def sample_problem(level: int, rng: random.Random) -> Problem:
-    """One problem of ``level`` drawn from ``rng``."""
+    """One problem of ``level`` drawn from ``rng``.
+
+    Each step draws the operand's digit count, picks an operator uniformly among those that
+    have a valid operand of that size (the running total stays non-negative; no carry or
+    borrow where the level forbids it), then the operand uniformly among the valid ones.
+    """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {sorted(LEVELS)}, got {level!r}")
     spec = LEVELS[level]
-    lo, hi = spec.operand_range(spec.first_digits)
+    lo, hi = spec.operand_range(rng.randint(*spec.first_digits))
     cur = rng.randint(lo, hi)
     operands, operators = [cur], []
-    lo, hi = spec.operand_range(spec.digits)
     for _ in range(spec.ops):
-        op = rng.choice(OPS)
-        if op == "-" and cur < lo:  # no subtrahend fits: keep the running total non-negative
-            op = "+"
-        x = rng.randint(lo, min(hi, cur)) if op == "-" else rng.randint(lo, hi)
+        ranges = [spec.operand_range(rng.randint(*spec.digits))]
+        ranges.append((spec.operand_range(spec.digits[0])[0], spec.operand_range(spec.digits[1])[1]))
+        for lo, hi in ranges:  # the drawn size first; any allowed size if nothing of it fits
+            valid = {op: _valid_operands(cur, op, lo, hi, spec.carry) for op in OPS}
+            choices = [op for op in OPS if valid[op]]
+            if choices:
+                break
+        else:  # only possible without carries (e.g. 99 - 9x ... ): start the chain again
+            return sample_problem(level, rng)
+        op = rng.choice(choices)
+        x = rng.choice(valid[op])
         cur = apply_op(cur, op, x)
         operands.append(x)
         operators.append(op)
@@ -161,7 +196,7 @@ def make_set(
                 answer=str(p.answer),
                 solution=p.solution,
                 answer_type=SOURCE_ANSWER_TYPE,
-                metadata={"level": level, "ops": spec.ops, "digits": max(spec.first_digits, spec.digits)},
+                metadata={"level": level, "ops": spec.ops, "digits": spec.max_digits, "carry": spec.carry},
             )
         )
     return to_frame(rows, name)
@@ -176,10 +211,12 @@ def derive_seed(seed: int, name: str) -> int:
 def make_splits(cfg: Mapping[str, Mapping[str, Any]], seed: int) -> dict[str, pd.DataFrame]:
     """All splits of the synthetic task, pairwise disjoint by question text.
 
-    ``cfg`` maps split name -> ``{"n": int, "levels": [int, ...]}``. Splits whose name starts
-    with ``eval`` are drawn first, then the others in ``cfg`` order; each excludes the
-    questions of every split drawn before it, so no evaluation question is ever trained on.
-    Each split draws from its own seed ``derive_seed(seed, name)``.
+    ``cfg`` maps split name -> ``{"n": int, "levels": [int, ...]}``. Every split excludes the
+    questions of every split drawn before it, so no two splits share a question (whatever
+    their names: no evaluation question is ever in an SFT or RL training split). Splits
+    whose name starts with ``eval`` are drawn first (so they do not change when the training
+    splits are resized), then the others in ``cfg`` order. Each split draws from its own seed
+    ``derive_seed(seed, name)``. Returns the splits in ``cfg`` order.
     """
     names = [k for k in cfg if str(k).startswith("eval")] + [k for k in cfg if not str(k).startswith("eval")]
     used: set[str] = set()

@@ -1,7 +1,7 @@
-"""The CPU demo's base model: a byte-level BPE tokenizer and a tiny Qwen2 trained from scratch.
+"""The CPU demo's base model: a byte-level BPE tokenizer and a tiny Llama trained from scratch.
 
 ``build_base_model`` trains the tokenizer on the SFT prompts and solutions, builds a small
-``Qwen2ForCausalLM``, fine-tunes it on ``prompt + solution + EOS`` (loss on the response
+``LlamaForCausalLM``, fine-tunes it on ``prompt + solution + EOS`` (loss on the response
 only) and saves both in Hugging Face format, so the rest of the pipeline loads it with
 ``AutoModelForCausalLM`` / ``AutoTokenizer`` exactly like a hub model.
 
@@ -11,6 +11,16 @@ instruction text becomes a handful of tokens, keeping CPU sequences short). Byte
 encoding makes ``decode(encode(x)) == x`` for any text. Prompt and response are encoded
 separately and concatenated, exactly as generation sees them (prompt encoded alone,
 response generated token by token).
+
+SFT recipe (calibrated on one CPU thread, see ``DEFAULT_CFG``): examples are packed into
+rows (no compute on padding), the loss is averaged per example (long, hard solutions do
+not drown out the short ones) and batches follow a length curriculum (the shortest third
+first, then a growing pool). Without the last two a model this small learns neither easy
+nor hard problems within the time budget; with them it gets the easy levels mostly right
+and the hard ones mostly wrong, which is what the RL stage needs.
+
+``python -m vicurl.models.tiny --out DIR`` builds a model on the synthetic task and prints
+its build time and per-level Pass@1 / entropy (the calibration numbers).
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import copy
 import json
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -32,27 +43,31 @@ PAD_TOKEN = "<|pad|>"
 EOS_TOKEN = "<|endoftext|>"
 
 DEFAULT_CFG: dict[str, Any] = {
-    "vocab_size": 384,
+    "vocab_size": 384,  # 256 bytes + 2 specials + ~126 merges (the instruction merges into ~5 tokens)
     "prompt_order": "question_first",
-    "max_length": 128,  # tokenizer.model_max_length: prompt + response
+    "max_length": 128,  # tokenizer.model_max_length: prompt + response (also the packed row length)
     "arch": {
         "hidden_size": 128,
-        "num_hidden_layers": 4,
+        "num_hidden_layers": 2,
         "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "intermediate_size": 384,
-        "max_position_embeddings": 128,
-        "rope_theta": 10000.0,
+        "num_key_value_heads": 4,
+        "intermediate_size": 512,
+        "max_position_embeddings": 256,  # RoPE: headroom only, SFT sequences are <= 128 tokens
+        "rope_theta": 200.0,  # short sequences: finer relative positions learn faster than 1e4
     },
     "sft": {
-        "steps": 600,
+        "steps": 800,
         "batch_size": 32,
-        "lr": 2e-3,
+        "lr": 3e-3,
         "warmup": 30,
         "min_lr_ratio": 0.1,  # cosine decay from lr down to lr * min_lr_ratio
         "weight_decay": 0.01,
         "grad_clip": 1.0,
-        "length_bucket": 16,  # sort by length within windows of 16 batches (less padding)
+        "pack": True,  # pack examples into rows of max_length tokens (no compute on padding)
+        "example_mean": True,  # loss: mean over each example's tokens, then over examples
+        "curriculum": 0.75,  # all examples in the pool from 75% of the steps on
+        "curriculum_start": 0.34,  # the shortest third of the solutions first ...
+        "curriculum_hold": 0.4,  # ... for the first 40% of the steps
     },
 }
 
@@ -180,19 +195,73 @@ def _collate(ids, labels, pad_id: int):
     return inp, att, lab
 
 
-def batch_order(lengths: list[int], batch_size: int, gen: torch.Generator, bucket: int = 16) -> list[list[int]]:
-    """One epoch of batches: shuffle, sort by length within windows of ``bucket`` batches
-    (less padding), then shuffle the batches. ``bucket <= 1`` gives plain random batches."""
-    perm = torch.randperm(len(lengths), generator=gen).tolist()
-    batches = []
-    window = batch_size * max(1, int(bucket))
-    for start in range(0, len(perm), window):
-        chunk = perm[start : start + window]
-        if bucket > 1:
-            chunk = sorted(chunk, key=lambda i: lengths[i])
-        batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
-    batches = [b for b in batches if len(b) == batch_size] or batches  # drop ragged tails
-    return [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
+def _pack(ids, labels, pad_id: int, row_len: int):
+    """Pack examples into rows of ``row_len`` tokens (first fit, longest first).
+
+    Position ids restart at 0 for every example; with ``attention_mask=None`` transformers
+    turns that into a block-diagonal causal mask, so packed examples never see each other and
+    the loss equals that of the padded batch, without computing on padding.
+    """
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for i in order:
+        if len(ids[i]) > row_len:
+            raise ValueError(f"example of {len(ids[i])} tokens does not fit a packed row of {row_len}")
+        for r, free in enumerate(room):
+            if free >= len(ids[i]):
+                rows[r].append(i)
+                room[r] -= len(ids[i])
+                break
+        else:
+            rows.append([i])
+            room.append(row_len - len(ids[i]))
+    width = max(row_len - min(room), 1)
+    inp = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    lab = torch.full((len(rows), width), -100, dtype=torch.long)
+    pos = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, members in enumerate(rows):
+        at = 0
+        for i in members:
+            n = len(ids[i])
+            inp[r, at : at + n] = torch.tensor(ids[i])
+            lab[r, at : at + n] = torch.tensor(labels[i])
+            pos[r, at : at + n] = torch.arange(n)
+            at += n
+        pos[r, at:] = torch.arange(width - at)  # the padding tail is a segment of its own
+    return inp, pos, lab
+
+
+def _example_mean_loss(logits, labels, position_ids=None):
+    """Cross-entropy averaged over each example's response tokens, then over examples
+    (a packed row holds several examples: they start where ``position_ids`` is 0)."""
+    logits, target = logits[:, :-1].float(), labels[:, 1:]
+    tok_loss = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="none"
+    ).view(target.shape)
+    valid = (target != -100).float()
+    if position_ids is None:
+        seg = torch.zeros_like(target)
+    else:
+        seg = torch.cumsum((position_ids == 0).long(), dim=-1)[:, 1:]  # example index within its row
+    seg = seg + torch.arange(target.shape[0]).unsqueeze(1) * (target.shape[1] + 1)
+    _, seg = torch.unique(seg, return_inverse=True)
+    n = int(seg.max()) + 1
+    sums = torch.zeros(n).index_add_(0, seg.reshape(-1), (tok_loss * valid).reshape(-1))
+    counts = torch.zeros(n).index_add_(0, seg.reshape(-1), valid.reshape(-1))
+    keep = counts > 0
+    return (sums[keep] / counts[keep]).mean()
+
+
+def pool_share(step: int, steps: int, curriculum: float, start: float, hold: float = 0.0) -> float:
+    """Share of the examples (shortest first) a curriculum batch at ``step`` draws from:
+    ``start`` until ``hold * steps``, then growing linearly to 1 at ``curriculum * steps``."""
+    if curriculum <= 0:
+        return 1.0
+    t0, t1 = hold * steps, max(curriculum * steps, hold * steps + 1.0)
+    if step < t0:
+        return start
+    return min(1.0, start + (1.0 - start) * (step - t0) / (t1 - t0))
 
 
 def lr_lambda(step: int, steps: int, warmup: int, min_lr_ratio: float) -> float:
@@ -217,20 +286,33 @@ def sft(
     min_lr_ratio: float = 0.1,
     weight_decay: float = 0.01,
     grad_clip: float = 1.0,
-    length_bucket: int = 16,
+    pack: bool = True,
+    example_mean: bool = True,
+    curriculum: float = 0.75,
+    curriculum_start: float = 0.34,
+    curriculum_hold: float = 0.4,
     log_every: int = 0,
 ) -> dict[str, Any]:
     """Supervised fine-tuning on ``build_prompt(question) + solution + EOS`` (response-only loss).
 
-    AdamW with linear warmup and cosine decay; batches are drawn epoch by epoch from a
-    permutation seeded by ``seed``, so the run is deterministic for a fixed thread count.
+    AdamW with linear warmup and cosine decay. Deterministic given ``seed`` (for a fixed
+    thread count).
+
+    Batches: without a curriculum (``curriculum=0``) examples are drawn epoch by epoch from
+    seeded permutations. With ``curriculum=f > 0`` (a length-based competence curriculum)
+    each batch is drawn uniformly from the pool of the shortest responses: the shortest
+    ``curriculum_start`` share until ``curriculum_hold * steps``, then a pool growing linearly
+    to all examples at ``f * steps``, then plain epochs. Batches stay mixed within the pool
+    (batches of one length, i.e. one level, train much worse). ``pack`` packs a batch into
+    rows of ``model_max_length`` tokens; ``example_mean`` averages the loss per example first.
     """
     ids, labels = encode_sft(tokenizer, df["question"], df["solution"], prompt_order)
-    too_long = [i for i, x in enumerate(ids) if len(x) > tokenizer.model_max_length]
-    if too_long:
-        raise ValueError(
-            f"{len(too_long)} SFT example(s) exceed model_max_length={tokenizer.model_max_length} tokens "
-            f"(first: row {too_long[0]}, {len(ids[too_long[0]])} tokens)"
+    longest = max(len(x) for x in ids)
+    if longest > tokenizer.model_max_length:  # e.g. a small vocab_size leaves the instruction unmerged
+        warnings.warn(
+            f"the longest SFT example has {longest} tokens > model_max_length={tokenizer.model_max_length}; "
+            f"packing rows grow to fit it (a larger vocab_size shortens the prompts)",
+            stacklevel=2,
         )
     gen = torch.Generator().manual_seed(int(seed))
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
@@ -243,17 +325,32 @@ def sft(
     )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_lambda(s, steps, warmup, min_lr_ratio))
     model.train()
-    lengths = [len(x) for x in ids]
-    queue: list[list[int]] = []
+    order: list[int] = []
+    by_length = sorted(range(len(ids)), key=lambda i: (sum(v != -100 for v in labels[i]), i))
+    row_len = max(int(tokenizer.model_max_length), longest)
     losses: list[float] = []
     n_tokens = 0
     t0 = time.perf_counter()
     for step in range(int(steps)):
-        if not queue:
-            queue = batch_order(lengths, batch_size, gen, length_bucket)
-        idx = queue.pop(0)
-        inp, att, lab = _collate([ids[i] for i in idx], [labels[i] for i in idx], tokenizer.pad_token_id)
-        loss = model(input_ids=inp, attention_mask=att, labels=lab).loss
+        share = pool_share(step, steps, curriculum, curriculum_start, curriculum_hold)
+        if share < 1.0:
+            pool = by_length[: max(batch_size, math.ceil(share * len(ids)))]
+            idx = [pool[j] for j in torch.randperm(len(pool), generator=gen)[:batch_size].tolist()]
+        else:
+            if len(order) < batch_size:
+                order += torch.randperm(len(ids), generator=gen).tolist()
+            idx, order = order[:batch_size], order[batch_size:]
+        b_ids, b_labels = [ids[i] for i in idx], [labels[i] for i in idx]
+        if pack:
+            inp, pos, lab = _pack(b_ids, b_labels, tokenizer.pad_token_id, row_len)
+            kw = {"position_ids": pos}
+        else:
+            inp, att, lab = _collate(b_ids, b_labels, tokenizer.pad_token_id)
+            kw = {"attention_mask": att}
+        if example_mean:
+            loss = _example_mean_loss(model(input_ids=inp, use_cache=False, **kw).logits, lab, kw.get("position_ids"))
+        else:
+            loss = model(input_ids=inp, labels=lab, use_cache=False, **kw).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if grad_clip:
@@ -261,7 +358,7 @@ def sft(
         opt.step()
         sched.step()
         losses.append(float(loss.detach()))
-        n_tokens += int(att.sum())
+        n_tokens += sum(len(x) for x in b_ids)
         if log_every and (step + 1) % log_every == 0:
             print(f"sft step {step + 1}/{steps} loss {sum(losses[-log_every:]) / log_every:.4f} "
                   f"({time.perf_counter() - t0:.1f}s)", flush=True)
@@ -283,7 +380,7 @@ def sft(
 
 
 def build_base_model(sft_df: pd.DataFrame, out_dir: str | Path, cfg: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:
-    """Tokenizer + tiny Qwen2 + SFT, saved atomically in Hugging Face format into ``out_dir``.
+    """Tokenizer + tiny Llama + SFT, saved atomically in Hugging Face format into ``out_dir``.
 
     ``cfg`` overrides ``DEFAULT_CFG`` (nested merge). Returns the build metrics, which are
     also written to ``out_dir/build_metrics.json``.
@@ -329,3 +426,114 @@ def load_base_model(path: str | Path):
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     model.eval()
     return model, tokenizer
+
+
+# ----------------------------------------------------------------------------- calibration
+
+
+@torch.no_grad()
+def response_entropy(model, rollouts) -> torch.Tensor:
+    """Mean token entropy (nats, temperature 1) of each sampled response, over its mask."""
+    ids = torch.cat([rollouts.prompt_ids, rollouts.response_ids], dim=1)
+    att = torch.cat([rollouts.prompt_mask, rollouts.response_mask], dim=1)
+    p = rollouts.prompt_ids.shape[1]
+    out = []
+    for start in range(0, ids.shape[0], 64):
+        logits = model(input_ids=ids[start : start + 64], attention_mask=att[start : start + 64]).logits
+        logp = torch.log_softmax(logits[:, p - 1 : -1].float(), dim=-1)
+        ent = -(logp.exp() * logp).sum(-1)
+        mask = rollouts.response_mask[start : start + 64].float()
+        out.append((ent * mask).sum(-1) / mask.sum(-1).clamp(min=1))
+    return torch.cat(out)
+
+
+def evaluate_levels(
+    model,
+    tokenizer,
+    df: pd.DataFrame,
+    *,
+    n: int = 4,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 64,
+    seed: int = 0,
+    prompt_order: str = "question_first",
+) -> dict[str, dict[str, float]]:
+    """Per level (``metadata.level``; ``all`` too): Pass@1 with ``n`` samples per prompt, the
+    share of responses ending in EOS and holding a ``\\boxed{}``, mean length and mean token
+    entropy (with its spread over prompts). A sanity/calibration report, not the evaluation."""
+    from vicurl.generation import sample
+    from vicurl.grading import extract_boxed
+    from vicurl.rewards import oracle
+
+    prompts = [build_prompt(q, prompt_order) for q in df["question"]]
+    r = sample(model, tokenizer, prompts, n, temperature=temperature, top_p=top_p,
+               max_new_tokens=max_new_tokens, seed=seed)
+    ent = response_entropy(model, r)
+    levels = [json.loads(m).get("level", "all") if m else "all" for m in df["metadata"]]
+    rows: dict[Any, dict[str, list[float]]] = {}
+    for j, (gold, level) in enumerate(zip(df["answer"], levels)):
+        sl = slice(j * n, (j + 1) * n)
+        texts = r.texts[sl]
+        for key in {level, "all"}:
+            d = rows.setdefault(key, {k: [] for k in ("pass", "eos", "boxed", "len", "ent", "prompt_ent")})
+            d["pass"] += oracle(texts, gold)
+            d["eos"] += (~r.truncated[sl]).float().tolist()
+            d["boxed"] += [float(extract_boxed(t) is not None) for t in texts]
+            d["len"] += r.lengths[sl].float().tolist()
+            d["ent"] += ent[sl].tolist()
+            d["prompt_ent"].append(float(ent[sl].mean()))
+
+    def mean(x):
+        return sum(x) / len(x) if x else float("nan")
+
+    report = {}
+    for key in sorted(rows, key=str):
+        d = rows[key]
+        pe = torch.tensor(d["prompt_ent"])
+        report[str(key)] = {
+            "prompts": len(d["prompt_ent"]),
+            "pass@1": mean(d["pass"]),
+            "eos": mean(d["eos"]),
+            "boxed": mean(d["boxed"]),
+            "mean_len": mean(d["len"]),
+            "entropy": mean(d["ent"]),
+            "entropy_prompt_std": float(pe.std()) if len(pe) > 1 else 0.0,
+        }
+    return report
+
+
+def _main(argv=None) -> None:
+    import argparse
+
+    from vicurl.data.synthetic import LEVELS, make_splits
+
+    ap = argparse.ArgumentParser(description="Build the tiny base model on the synthetic task and report calibration.")
+    ap.add_argument("--out", required=True, help="output directory (HF format)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-sft", type=int, default=4000)
+    ap.add_argument("--per-level", type=int, default=32, help="held-out prompts per level")
+    ap.add_argument("--samples", type=int, default=4, help="samples per prompt")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--cfg", default="{}", help="JSON overrides of DEFAULT_CFG")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    levels = sorted(LEVELS)
+    splits = make_splits(
+        {"sft": {"n": args.n_sft, "levels": levels}, "eval_levels": {"n": args.per_level * len(levels), "levels": levels}},
+        args.seed,
+    )
+    metrics = build_base_model(splits["sft"], args.out, json.loads(args.cfg), args.seed)
+    print(json.dumps({k: v for k, v in metrics.items() if k != "cfg"}, indent=1, sort_keys=True))
+    model, tok = load_base_model(args.out)
+    for temperature, top_p in ((0.6, 0.95), (1.0, 1.0)):
+        rep = evaluate_levels(model, tok, splits["eval_levels"], n=args.samples, temperature=temperature,
+                              top_p=top_p, seed=args.seed, prompt_order=metrics["cfg"]["prompt_order"])
+        print(f"temperature {temperature} top_p {top_p}")
+        for level, d in rep.items():
+            print(f"  level {level:>3}: " + " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                                                 for k, v in d.items()))
+
+
+if __name__ == "__main__":
+    _main()
