@@ -29,6 +29,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from vicurl import rewards as reward_sources
+from verl.utils.torch_functional import logprobs_from_logits
+
 from vicurl.algos.confidence import logprobs_and_entropy, prompt_confidence
 from vicurl.algos.grpo import LossConfig, group_advantages, grpo_loss
 from vicurl.curriculum import Batch, make_curriculum
@@ -106,7 +108,7 @@ def sequence_logprobs(model, rollouts: Rollouts, rows: slice | torch.Tensor, tem
     logits = logits[:, p_ids.shape[1] - 1 : -1].float()  # the logits that predict response tokens
     if with_entropy:
         return logprobs_and_entropy(logits, r_ids, temperature)
-    return logprobs_and_entropy(logits, r_ids, temperature)[0], None
+    return logprobs_from_logits(logits / temperature, r_ids), None  # the update pass needs no entropy
 
 
 class LocalTrainer:
