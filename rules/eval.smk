@@ -1,5 +1,6 @@
-# Evaluation: generate -> grade -> score, one job each per (run, step, benchmark).
-# Grading is its own rule so that a grader change regrades without regenerating.
+# Evaluation: generate -> grade, one job each per (run, step, benchmark).
+# Grading is its own rule so that a grader change regrades without regenerating; it also
+# writes the pass@k score (cheap), which saves a job per evaluation.
 
 
 rule generate:
@@ -31,25 +32,13 @@ rule grade:
         samples=f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.samples.parquet",
         problems=lambda w: dataset_path(w.bench),
     output:
-        f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.graded.parquet",
+        graded=f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.graded.parquet",
+        score=f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.score.json",
+    params:
+        ks=config["eval"]["ks"],
     log:
         f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.grade.log",
     conda:
         "../envs/cpu.yaml"
     script:
         "../workflow_scripts/grade.py"
-
-
-rule score:
-    input:
-        f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.graded.parquet",
-    output:
-        f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.score.json",
-    params:
-        ks=config["eval"]["ks"],
-    log:
-        f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.score.log",
-    conda:
-        "../envs/cpu.yaml"
-    script:
-        "../workflow_scripts/score.py"

@@ -28,7 +28,7 @@ def write_config(tmp_path: Path, text: str) -> Path:
 def test_demo_config_plans(tmp_path):
     out = snakemake(tmp_path, "-n", "--quiet", "rules")
     assert out.returncode == 0, out.stderr
-    for rule in ("synthetic_data", "build_tiny_model", "train", "generate", "grade", "score", "aggregate", "table",
+    for rule in ("synthetic_data", "build_tiny_model", "train", "generate", "grade", "aggregate", "table",
                  "learning_curves", "schedule_figure"):
         assert rule in out.stdout
 
@@ -120,17 +120,19 @@ def test_small_dag_end_to_end(tmp_path):
     tex = (res / "report" / "tables" / "main_results.tex").read_text()
     assert "Base (No RL)" in tex and "VI-CuRL" in tex and "No Curriculum" in tex
     for name in ("main_results_pass8", "curricula", "curriculum_ablation", "long_output", "mechanism",
-                 "mechanism_breakdown", "general_results"):
+                 "mechanism_breakdown"):
         assert (res / "report" / "tables" / f"{name}.tex").read_text().count("\\bottomrule") == 1
-    # a study the smoke config does not have: every cell a dash, never a value
+    # a setting the smoke config does not train: every cell a dash, never a value; rows of
+    # another study (main's No Curriculum) read that study's runs
     mech = (res / "report" / "tables" / "mechanism.tex").read_text()
-    assert "Oracle / No Curriculum & -- & -- & -- & -- & -- \\\\" in mech
+    assert "Oracle / Soft Conf.~Weighting & -- & -- & -- & -- & -- \\\\" in mech
+    assert "Oracle / No Curriculum & --" not in mech
     assert (res / "report" / "figures" / "learning_curves" / "main" / "tiny.png").stat().st_size > 1000
     assert (res / "report" / "figures" / "schedule" / "main" / "tiny" / "oracle-vicurl.pdf").stat().st_size > 1000
     scores = pd.read_csv(res / "report" / "scores.csv")
-    # base (step 0) + main: 2 runs x steps {1, 2} + curricula: 2 runs x step 2, on 2 benchmarks;
-    # rewards: 6 runs x step 1 on 1 benchmark
-    assert len(scores) == 2 * (1 + 2 * 2 + 2 * 1) + 6
+    # base (step 0) + main: 2 runs x steps {1, 2} + curricula: 2 runs x step 2 + mechanism: 1 run x
+    # steps {1, 2} + long_output: 1 run x step 2, on 2 benchmarks; rewards: 6 runs x step 1 on 1 benchmark
+    assert len(scores) == 2 * (1 + 2 * 2 + 2 * 1 + 1 * 2 + 1) + 6
     assert (res / "prompt_stats" / "tiny" / "arith_train.parquet").exists()
     assert "SENT" in (res / "report" / "tables" / "curricula.tex").read_text()
     probes = pd.read_csv(res / "report" / "probes.csv")

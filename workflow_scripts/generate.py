@@ -1,6 +1,6 @@
 """Rule generate: n samples per problem from one checkpoint (vLLM on GPUs, transformers on CPU)."""
 from vicurl.data import schema
-from vicurl.evaluation.generate import write_records
+from vicurl.evaluation.records import write_records
 from vicurl.workflow import setup
 
 log = setup(snakemake)

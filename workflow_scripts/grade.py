@@ -1,12 +1,21 @@
-"""Rule grade: per-sample correctness of generated records (never regenerates)."""
+"""Rule grade: per-sample correctness of generated records (never regenerates), and their
+pass@k and length statistics."""
 from vicurl.data import schema
-from vicurl.evaluation.generate import read_records
+from vicurl.evaluation.records import read_records
 from vicurl.evaluation.grade import grade_records
-from vicurl.io import atomic_path
+from vicurl.evaluation.score import score
+from vicurl.io import atomic_path, write_json
+from vicurl.runs import BASE
 from vicurl.workflow import setup
 
 log = setup(snakemake)
+w = snakemake.wildcards
 graded = grade_records(read_records(snakemake.input.samples), schema.read(snakemake.input.problems))
-with atomic_path(snakemake.output[0]) as tmp:
+result = score(graded, ks=snakemake.params.ks)
+reward, curriculum = (BASE, BASE) if w.setting == BASE else w.setting.split("-", 1)
+result.update(study=w.study, model=w.model, reward=reward, curriculum=curriculum, seed=int(w.seed), step=int(w.step), benchmark=w.bench)
+with atomic_path(snakemake.output.graded) as tmp:
     graded.to_parquet(tmp, index=False)
-log.info("graded %d samples: %.3f correct, %.3f no answer", len(graded), graded["correct"].mean(), graded["no_answer"].mean())
+write_json(snakemake.output.score, result)
+log.info("graded %d samples: %.3f correct, %.3f no answer; %s", len(graded), graded["correct"].mean(),
+         graded["no_answer"].mean(), {k: v for k, v in result.items() if k.startswith("pass@")})

@@ -1,14 +1,7 @@
 """Sample ``n`` responses per benchmark problem from a saved Hugging Face model (CPU path).
 
-One output row per sample, stored as parquet so grading can be redone without regenerating:
-
-problem_id  str   the problem's ``id`` in the normalized schema
-sample_idx  int   0 .. n-1 within the problem
-text        str   decoded response (special tokens removed)
-n_tokens    int   response tokens up to and including the first EOS (max_new_tokens if truncated)
-truncated   bool  no EOS within ``max_new_tokens``
-
-GPU clusters generate with vLLM instead; they write the same columns.
+One output row per sample (``vicurl.evaluation.records``), stored as parquet so grading can be
+redone without regenerating. GPU clusters generate with vLLM instead; they write the same columns.
 """
 
 from __future__ import annotations
@@ -19,11 +12,8 @@ import pandas as pd
 import torch
 
 from vicurl.generation import sample
-from vicurl.io import atomic_path
+from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS, empty, read_records, write_records  # noqa: F401 (re-exported)
 from vicurl.prompts import build_prompt
-
-RECORD_COLUMNS = ["problem_id", "sample_idx", "text", "n_tokens", "truncated"]
-
 
 def load_model(model_dir: str | Path):
     """Model (float32, eval mode) and tokenizer from a Hugging Face directory."""
@@ -82,7 +72,7 @@ def generate_records(
     check_problems(problems, n)
     torch.set_num_threads(int(threads))
     if len(problems) == 0:
-        return _empty()
+        return empty()
     model, tokenizer = load_model(model_dir)
     prompts = build_prompts(problems, tokenizer, prompt_order, chat_template)
     ro = sample(
@@ -107,33 +97,4 @@ def generate_records(
         },
         columns=RECORD_COLUMNS,
     )
-    return df.astype({"problem_id": str, "sample_idx": "int64", "text": str, "n_tokens": "int64", "truncated": bool})
-
-
-def _empty() -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "problem_id": pd.Series([], dtype=str),
-            "sample_idx": pd.Series([], dtype="int64"),
-            "text": pd.Series([], dtype=str),
-            "n_tokens": pd.Series([], dtype="int64"),
-            "truncated": pd.Series([], dtype=bool),
-        }
-    )
-
-
-def write_records(df: pd.DataFrame, path: str | Path) -> None:
-    """Write records as parquet atomically (a killed job leaves no partial file)."""
-    missing = [c for c in RECORD_COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"records lack column(s) {missing}")
-    with atomic_path(path) as tmp:
-        df.to_parquet(tmp, index=False)
-
-
-def read_records(path: str | Path) -> pd.DataFrame:
-    df = pd.read_parquet(path)
-    missing = [c for c in RECORD_COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"{path}: records lack column(s) {missing}")
-    return df
+    return df.astype(DTYPES)

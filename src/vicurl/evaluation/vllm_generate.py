@@ -1,6 +1,6 @@
 """Sample ``n`` responses per benchmark problem with vLLM (GPU clusters; the `vllm` conda env).
 
-Writes exactly the records of the CPU path (``generate.RECORD_COLUMNS``), so grading and
+Writes exactly the records of the CPU path (``records.RECORD_COLUMNS``), so grading and
 scoring never know which engine generated:
 
 problem_id, sample_idx  the problem's id, 0 .. n-1
@@ -20,7 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from vicurl.evaluation.generate import RECORD_COLUMNS, build_prompts, check_problems
+from vicurl.evaluation.generate import build_prompts, check_problems
+from vicurl.evaluation.records import RECORD_COLUMNS
 
 
 def generate_records_vllm(
