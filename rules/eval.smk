@@ -10,7 +10,7 @@ rule generate:
         f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.samples.parquet",
     params:
         model_dir=eval_model_dir,
-        eval=config["eval"],
+        eval=lambda w: runs_lib.eval_settings(config, w.study),  # `eval` with the study's `eval` over it
         prompt_order=config["prompt"]["order"],
         chat_template=lambda w: bool(config["models"][w.model].get("chat_template", False)),
     threads: config["threads"]
@@ -32,6 +32,9 @@ rule grade:
         problems=lambda w: dataset_path(w.bench),
     output:
         f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.graded.parquet",
+    params:
+        # bump `grading.version` after a grader change: every sample file is regraded, none regenerated
+        grader_version=config["grading"]["version"],
     log:
         f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.grade.log",
     conda:
