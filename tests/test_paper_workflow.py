@@ -84,17 +84,6 @@ def test_the_paper_formulas_give_the_readme_numbers():
 
 # ---------------------------------------------------------------- the profile
 
-def _profile_dir(tmp_path: Path) -> Path:
-    """The repo's profile without conda (no conda on the test machine; Snakemake calls `conda info`
-    while planning when conda is on): the only difference."""
-    prof = {k: v for k, v in PROFILE.items() if k != "software-deployment-method"}
-    assert set(PROFILE) - set(prof) == {"software-deployment-method"}
-    d = tmp_path / "profile" / "slurm-a100"
-    d.mkdir(parents=True)
-    (d / "config.yaml").write_text(yaml.safe_dump(prof))
-    return d
-
-
 def test_profile_shape():
     p = PROFILE
     assert p["executor"] == "slurm" and p["retries"] >= 1 and p["rerun-incomplete"] is True
@@ -120,9 +109,12 @@ def test_profile_plans_the_full_study(tmp_path):
     pytest.importorskip("snakemake_executor_plugin_slurm")
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
+    # the repo's profile, found by name from the repo root; `--sdm env-modules` replaces its conda for
+    # this machine without conda (Snakemake runs `conda info` while planning when conda is on)
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "--profile", str(_profile_dir(tmp_path)), "-n", "--quiet", "rules", "all"]
+           "--profile", "slurm-a100", "--sdm", "env-modules", "-n", "all", "--quiet", "rules"]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert "Using profile slurm-a100" in out.stdout + out.stderr
     assert out.returncode == 0, out.stderr[-3000:]
     assert job_counts(out.stdout) == expected_jobs(PAPER)
 
