@@ -2,6 +2,8 @@
 #   snakemake --cores all all                        # the CPU demo (config/demo.yaml)
 #   snakemake --cores all --configfile config/X.yaml all
 #   snakemake --cores all tables                     # the tables only (table_{name}: one of them)
+#   snakemake --cores all study_main                 # one study: its runs, evaluations, figures, tables
+#   snakemake --profile slurm-a100 all               # the paper on a SLURM cluster (slurm-a100/config.yaml)
 #   snakemake --report report.html                   # an HTML report of the tables and figures
 from snakemake.utils import min_version
 
@@ -56,6 +58,7 @@ rule all:
         rules.tables.input,
         rules.figures.input,
         rules.probes.input,
+        f"{R}/report/scores_across_seeds.csv",
 
 
 rule data:

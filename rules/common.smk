@@ -63,6 +63,12 @@ def all_scores(study=None):
     return [eval_prefix(*e) + ".score.json" for e in runs_lib.evaluations(config, study)]
 
 
+# Finished training outputs are write-protected when `protect_outputs` is on (the paper config):
+# a rerun that would delete them stops with Snakemake's "Write-protected output files" error.
+def maybe_protected(path):
+    return protected(path) if config["protect_outputs"] else path
+
+
 def run_of(w):
     reward, curriculum = w.setting.split("-", 1)
     return runs_lib.Run(w.study, w.model, reward, curriculum, int(w.seed))
@@ -80,8 +86,15 @@ def probe_path(run, step):
     return f"{R}/probes/{run.path}/step{step}.json"
 
 
-def all_probes():
-    return [probe_path(run, step) for run, step in runs_lib.probes(config)]
+def all_probes(study=None, setting=None):
+    return [probe_path(run, step) for run, step in runs_lib.probes(config)
+            if (study is None or run.study == study) and (setting is None or run.setting == setting)]
+
+
+def probed_models(study, setting):
+    """The models of a study whose runs of this setting are probed (the variance figure's panels)."""
+    found = {run.model for run, _ in runs_lib.probes(config) if run.study == study and run.setting == setting}
+    return [m for m in config["studies"][study]["models"] if m in found]
 
 
 def probe_model_input(w):
@@ -123,23 +136,44 @@ def table_outputs(name):
     return out
 
 
-def curve_figures():
+def table_score_inputs(name):
+    """The score files a table reads (runs_lib.table_evaluations): a table builds only what it shows."""
+    return [eval_prefix(*e) + ".score.json" for e in runs_lib.table_evaluations(config, TABLES[name])]
+
+
+def _studies(study):
+    return {s: st for s, st in config["studies"].items() if study is None or s == study}
+
+
+def curve_figures(study=None):
     """One learning-curves grid per study and model, where the study trains a curriculum of report.curve_curricula."""
     wanted = set(config["report"]["curve_curricula"])
     return [f"{R}/report/figures/learning_curves/{s}/{m}.png"
-            for s, st in config["studies"].items() for m in st["models"]
+            for s, st in _studies(study).items() for m in st["models"]
             if wanted & {c for curs in st["settings"].values() for c in curs}]
 
 
-def variance_figures():
+def variance_figures(study=None):
     """The variance figures of every probed (study, setting)."""
-    settings = sorted({(run.study, run.setting) for run, _ in runs_lib.probes(config)})
+    settings = sorted({(run.study, run.setting) for run, _ in runs_lib.probes(config) if study is None or run.study == study})
     return [f"{R}/report/figures/variance/{s}/{setting}_{kind}.png" for s, setting in settings for kind in ("ratio", "absolute")]
 
 
-def schedule_figures():
+def schedule_figures(study=None):
     """The beta_t / tau_t schedule of every setting whose curriculum is in report.schedule_curricula."""
     wanted = config["report"]["schedule_curricula"]
     return [f"{R}/report/figures/schedule/{s}/{m}/{r}-{c}.png"
-            for s, st in config["studies"].items() for m in st["models"]
+            for s, st in _studies(study).items() for m in st["models"]
             for r, curs in st["settings"].items() for c in curs if c in wanted]
+
+
+def study_outputs(study):
+    """Target study_{name}: the study's runs (and their provenance), evaluations (with the Base
+    evaluations of its models, seeds and benchmarks), probes, figures, and the tables whose
+    `study` it is. A table row that reads another study (e.g. the ablation tables' rows from
+    `main`) pulls in only the runs that row shows."""
+    runs = runs_lib.runs(config, study)
+    return ([f"{R}/runs/{r.path}/metrics.jsonl" for r in runs] + [f"{R}/runs/{r.path}/provenance.json" for r in runs]
+            + all_scores(study) + all_probes(study) + curve_figures(study) + schedule_figures(study)
+            + variance_figures(study)
+            + [p for name, t in TABLES.items() if t["study"] == study for p in table_outputs(name)])

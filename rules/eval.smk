@@ -11,7 +11,7 @@ rule generate:
         f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.samples.parquet",
     params:
         model_dir=eval_model_dir,
-        eval=config["eval"],
+        eval=lambda w: runs_lib.eval_settings(config, w.study),  # `eval` with the study's `eval` over it
         prompt_order=config["prompt"]["order"],
         chat_template=lambda w: bool(config["models"][w.model].get("chat_template", False)),
     threads: config["threads"]
@@ -36,6 +36,8 @@ rule grade:
         score=f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.score.json",
     params:
         ks=config["eval"]["ks"],
+        # bump `grading.version` after a grader change: every sample file is regraded, none regenerated
+        grader_version=config["grading"]["version"],
     log:
         f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.grade.log",
     conda:

@@ -4,6 +4,8 @@
 
 localrules:
     aggregate,
+    study_scores,
+    table_scores,
     table,
     table_vs_paper,
     learning_curves,
@@ -27,9 +29,39 @@ rule aggregate:
         "../workflow_scripts/aggregate.py"
 
 
+rule study_scores:
+    """The per-seed scores of one study's runs and of the Base evaluations they start from."""
+    input:
+        lambda w: all_scores(w.study),
+    output:
+        f"{R}/report/scores/{{study}}.csv",
+    log:
+        f"{R}/logs/report/scores_{{study}}.log",
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/collect_scores.py"
+
+
+rule table_scores:
+    """The per-seed scores one table reads, and only those (runs_lib.table_evaluations)."""
+    input:
+        lambda w: table_score_inputs(w.table),
+    output:
+        f"{R}/report/tables/{{table}}.scores.csv",
+    wildcard_constraints:
+        table=_alt(TABLES),
+    log:
+        f"{R}/logs/report/table_{{table}}.scores.log",
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/collect_scores.py"
+
+
 rule table:
     input:
-        f"{R}/report/scores.csv",
+        f"{R}/report/tables/{{table}}.scores.csv",
     output:
         tex=report(f"{R}/report/tables/{{table}}.tex", caption=f"{CAPTIONS}/table.rst",
                    category="Tables", labels={"table": "{table}", "file": "LaTeX"}),
@@ -49,7 +81,7 @@ rule table:
 
 rule table_vs_paper:
     input:
-        scores=f"{R}/report/scores.csv",
+        scores=f"{R}/report/tables/{{table}}.scores.csv",
         paper=PAPER_NUMBERS,
     output:
         tex=report(f"{R}/report/tables/{{table}}.vs_paper.tex", caption=f"{CAPTIONS}/table_vs_paper.rst",
@@ -70,7 +102,7 @@ rule table_vs_paper:
 
 rule learning_curves:
     input:
-        f"{R}/report/scores.csv",
+        f"{R}/report/scores/{{study}}.csv",
     output:
         png=report(f"{R}/report/figures/learning_curves/{{study}}/{{model}}.png",
                    caption=f"{CAPTIONS}/learning_curves.rst", category="Figures",
@@ -114,7 +146,7 @@ rule schedule_figure:
 rule variance_figures:
     """The paper's variance-ratio and absolute-variance figures: one panel per probed model."""
     input:
-        probes=f"{R}/report/probes.csv",
+        probes=lambda w: all_probes(w.study, w.setting),
     output:
         ratio_png=report(f"{R}/report/figures/variance/{{study}}/{{setting}}_ratio.png",
                          caption=f"{CAPTIONS}/variance_ratio.rst", category="Figures", subcategory="Variance",
@@ -128,7 +160,7 @@ rule variance_figures:
         study=lambda w: w.study,
         reward=lambda w: w.setting.split("-", 1)[0],
         curriculum=lambda w: w.setting.split("-", 1)[1],
-        models=lambda w: config["studies"][w.study]["models"],
+        models=lambda w: probed_models(w.study, w.setting),
         titles={m: v.get("label", m) for m, v in config["models"].items()},
     log:
         f"{R}/logs/report/variance/{{study}}/{{setting}}.log",
@@ -148,6 +180,17 @@ rule figures:
         curve_figures(),
         schedule_figures(),
         variance_figures(),
+
+
+# one target per study: `snakemake study_{name}` (its runs, evaluations, probes, figures, tables)
+for _study in STUDIES:
+
+    rule:
+        name:
+            f"study_{_study}"
+        localrule: True
+        input:
+            study_outputs(_study),
 
 
 # one target per table: `snakemake table_{name}`

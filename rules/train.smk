@@ -1,6 +1,7 @@
 # One job per run. In-progress checkpoints live in the undeclared `_work/` folder beside the
 # outputs (Snakemake deletes declared outputs before a rerun), so a killed or preempted job
-# resumes from its last checkpoint; only the finished exports and metrics are declared.
+# resumes from its last checkpoint; only the finished exports and metrics are declared (and
+# write-protected with `protect_outputs: true`), with the run's provenance (provenance.json).
 
 
 rule train:
@@ -9,9 +10,10 @@ rule train:
         train_set=lambda w: dataset_path(config["studies"][w.study]["train_set"]),
         prompt_stats=prompt_stats_input,
     output:
-        checkpoints=directory(f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/checkpoints"),
-        metrics=f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/metrics.jsonl",
+        checkpoints=maybe_protected(directory(f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/checkpoints")),
+        metrics=maybe_protected(f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/metrics.jsonl"),
         settings=f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/train_config.json",
+        provenance=f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/provenance.json",
     params:
         model_dir=lambda w: base_model_dir(w.model),
         work_dir=lambda w: f"{run_dir(w)}/_work",

@@ -33,7 +33,36 @@ def test_eval_and_probe_steps():
     assert R.eval_steps(cfg, "s") == [25]
 
 
+def test_study_eval_steps_and_eval_overrides():
+    cfg = config()
+    cfg["studies"]["s"].update(eval_steps=[13], eval={"max_new_tokens": 8192})
+    assert R.eval_steps(cfg, "s") == [10, 13, 20, 25]
+    assert R.eval_settings(cfg, "s") == {"every": 10, "max_new_tokens": 8192}
+    assert R.eval_settings(cfg, R.BASE) == {"every": 10}  # Base evaluations: the global settings
+    assert 13 in R.train_settings(cfg, R.Run("s", "m", "oracle", "none", 0))["export_steps"]
+
+
+def test_probes_narrowed_by_model_reward_and_seed():
+    cfg = config(studies=["s"], curricula=["vicurl"], every=10, seeds=[1], models=["m"], rewards=["oracle"])
+    assert [(r.seed, s) for r, s in R.probes(cfg)] == [(1, 0), (1, 10), (1, 20)]
+    cfg["probes"]["rewards"] = ["majority_vote"]
+    assert R.probes(cfg) == []
+
+
+def test_table_evaluations_read_only_the_rows_steps_and_seeds():
+    cfg = config()
+    cfg["studies"]["t2"] = {**cfg["studies"]["s"], "settings": {"oracle": ["vcrl"]}, "seeds": [0]}
+    row = {"study": "s", "model": "m", "reward": "oracle", "curriculum": "vicurl", "step": 25, "seeds": None}
+    base = {"study": R.BASE, "model": "m", "reward": R.BASE, "curriculum": R.BASE, "step": 0, "seeds": [1]}
+    table = {"benchmarks": ["e"], "blocks": [{"rows": [base, row]}]}
+    assert sorted(R.table_evaluations(cfg, table)) == [
+        (R.BASE, "m", R.BASE, 1, 0, "e"), ("s", "m", "oracle-vicurl", 0, 25, "e"), ("s", "m", "oracle-vicurl", 1, 25, "e")]
+    mech = {"benchmarks": ["e"], "t_long": 20, "blocks": [{"rows": [{**row, "step": None}]}]}
+    assert sorted({e[4] for e in R.table_evaluations(cfg, mech)}) == [10, 20]  # the curve up to t_long
+
+
 @pytest.mark.parametrize("probes, named", [({"studies": ["nope"]}, "probes.studies"),
+                                           ({"studies": ["s"], "models": ["mm"]}, "probes.models"),
                                            ({"studies": ["s"], "curricula": ["vcrl"]}, "probes.curricula")])
 def test_probe_config_errors_are_named(probes, named):
     with pytest.raises(ValueError, match=named):

@@ -80,10 +80,10 @@ def paper_scores(path: Path, table: str) -> None:
 
 
 def test_paper_table_from_premade_scores_and_report(tmp_path):
-    """The paper config's table rules on a ready scores.csv (the paper's numbers as two seeds per cell):
-    the table, its comparison with the paper (the Average column recomputed per seed agrees with the
-    paper's to rounding), and the HTML report. --allowed-rules keeps the rest of the DAG out."""
-    paper_scores(tmp_path / "results" / "paper" / "report" / "scores.csv", "main_results_part1")
+    """The paper config's table rules on a ready per-table scores file (the paper's numbers as two seeds
+    per cell): the table, its comparison with the paper (the Average column recomputed per seed agrees
+    with the paper's to rounding), and the HTML report. --allowed-rules keeps the rest of the DAG out."""
+    paper_scores(tmp_path / "results" / "paper" / "report" / "tables" / "main_results_part1.scores.csv", "main_results_part1")
     args = ["--replace-workflow-config", "--configfile", str(REPO / "config" / "paper.yaml"),
             "--allowed-rules", "table", "table_vs_paper", "table_main_results_part1"]
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), *args]
@@ -108,7 +108,10 @@ def test_paper_config_plans_every_paper_table(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     jobs = job_counts(out.stdout)
     assert jobs["table"] == 2 and jobs["table_vs_paper"] == 2
-    assert "study 'mechanism'" in out.stderr + out.stdout  # the warning: no such study yet
+    assert "is not defined under `studies`" not in out.stderr + out.stdout  # every table's study is defined
+    # a table builds only the runs it shows: the mechanism study's 4 x 5, the long-output study's
+    # 2 x 5 and the 2 x 5 main-study runs of its 3072-token rows
+    assert jobs["train"] == 20 + 10 + 10
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ import pandas as pd
 
 from vicurl.data import schema
 from vicurl.io import write_json
+from vicurl.provenance import provenance
 from vicurl.workflow import setup
 
 log = setup(snakemake)
@@ -22,3 +23,8 @@ trainer.run()
 out = Path(snakemake.output.checkpoints)
 trainer.publish({s: out / f"step{s}" for s in cfg.export_steps}, snakemake.output.metrics)
 write_json(snakemake.output.settings, settings)
+# the resolved config, package versions and git commit of this run (written last, atomically)
+w = snakemake.wildcards
+write_json(snakemake.output.provenance, provenance(
+    run=dict(study=w.study, model=w.model, setting=w.setting, seed=int(w.seed)), settings=settings,
+    config=snakemake.config, repo=Path(snakemake.scriptdir or ".").parent, engine=snakemake.params.engine))

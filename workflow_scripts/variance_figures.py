@@ -1,12 +1,14 @@
 """Variance figures from the probes (paper Figs. "variance_ratio" and "variance_absolute").
 
 For a rule like:
-    input:  probes=f"{R}/report/probes.csv"
+    input:  probes=[the probe JSON files of one (study, setting)]  (or report/probes.csv)
     output: ratio_png=..., ratio_pdf=..., absolute_png=..., absolute_pdf=...
     params: study="main", reward="oracle", curriculum="vicurl",
             models=[...]  (the panels, in order), titles={model: label}
 Rows of other studies, rewards or curricula are ignored.
 """
+import json
+
 import pandas as pd
 
 from vicurl.report.variance import variance_absolute, variance_ratio
@@ -14,11 +16,15 @@ from vicurl.workflow import setup
 
 log = setup(snakemake)
 p, o = snakemake.params, snakemake.output
-probes = pd.read_csv(snakemake.input.probes)
+paths = [snakemake.input.probes] if isinstance(snakemake.input.probes, str) else list(snakemake.input.probes)
+if len(paths) == 1 and paths[0].endswith(".csv"):
+    probes = pd.read_csv(paths[0])
+else:
+    probes = pd.DataFrame([json.loads(open(f).read()) for f in paths]).sort_values(["model", "seed", "step"])
 sel = probes[(probes["study"] == p.study) & (probes["reward"] == p.reward) & (probes["curriculum"] == p.curriculum)
              & probes["model"].isin(p.models)]
 if sel.empty:
-    raise ValueError(f"{snakemake.input.probes}: no probes of study {p.study!r}, {p.reward}-{p.curriculum}, models {list(p.models)}")
+    raise ValueError(f"{paths}: no probes of study {p.study!r}, {p.reward}-{p.curriculum}, models {list(p.models)}")
 variance_ratio(sel, [o.ratio_png, o.ratio_pdf], models=list(p.models), titles=dict(p.titles))
 variance_absolute(sel, [o.absolute_png, o.absolute_pdf], models=list(p.models), titles=dict(p.titles))
 log.info("variance figures from %d probe rows", len(sel))

@@ -70,10 +70,18 @@ def check(config: dict[str, Any]) -> None:
         if "majority_vote" in s["settings"] and n_votes is not None and n_votes < train.get("group_size", 8):
             raise ValueError(f"rewards.majority_vote.n_votes={n_votes} is below the group size "
                              f"{train.get('group_size', 8)} of study {name!r} (votes must include the trained rollouts)")
+        steps_ok = range(1, int(train["total_steps"]) + 1)
+        for step in s.get("eval_steps", []) or []:
+            if int(step) not in steps_ok:
+                raise ValueError(f"{where}.eval_steps: step {step} is outside the study's 1..{train['total_steps']} training steps")
     probes = config.get("probes", {}) or {}
     for study in probes.get("studies", []):
         if study not in config["studies"]:
             raise ValueError(f"probes.studies: study {study!r} is not defined under `studies`")
+    for key, defined in (("models", "models"), ("rewards", "rewards")):
+        for v in probes.get(key) or []:
+            if v not in config[defined]:
+                raise ValueError(f"probes.{key}: {v!r} is not defined under `{defined}`")
     for c in probes.get("curricula", []):
         if c not in PROBEABLE:
             raise ValueError(f"probes.curricula: {c!r} keeps state across steps; probe one of {list(PROBEABLE)}")
@@ -129,15 +137,34 @@ def total_steps(config: dict[str, Any], study: str) -> int:
 
 def eval_steps(config: dict[str, Any], study: str) -> list[int]:
     """Training steps that are exported and evaluated: every `eval.every` steps (the study's
-    `eval_every` if set) and the last."""
+    `eval_every` if set), the study's `eval_steps` (e.g. the mechanism study's T_ref) and the last."""
     t = total_steps(config, study)
-    every = int(config["studies"][study].get("eval_every") or config.get("eval", {}).get("every", 50))
-    return sorted(set(range(every, t + 1, every)) | {t})
+    s = config["studies"][study]
+    every = int(s.get("eval_every") or config.get("eval", {}).get("every", 50))
+    extra = {int(x) for x in s.get("eval_steps", []) or [] if 0 < int(x) <= t}
+    return sorted(set(range(every, t + 1, every)) | extra | {t})
+
+
+def eval_settings(config: dict[str, Any], study: str) -> dict[str, Any]:
+    """The generation settings of a study's evaluations: `eval` with the study's `eval` merged
+    over it (e.g. the long-output study's 8192 new tokens). The Base (No RL) evaluations
+    (study ``base``) always use the global `eval`."""
+    base = dict(config.get("eval", {}))
+    if study == BASE or study not in config["studies"]:
+        return base
+    return {**base, **(config["studies"][study].get("eval") or {})}
 
 
 def is_probed(config: dict[str, Any], run: Run) -> bool:
+    """A run is probed when its study and curriculum are listed under `probes`, and its model,
+    reward and seed too where `probes.models` / `.rewards` / `.seeds` narrow the choice."""
     p = config.get("probes", {}) or {}
-    return run.study in p.get("studies", []) and run.curriculum in p.get("curricula", [])
+    if run.study not in p.get("studies", []) or run.curriculum not in p.get("curricula", []):
+        return False
+    for key, value in (("models", run.model), ("rewards", run.reward), ("seeds", run.seed)):
+        if p.get(key) is not None and value not in p[key]:
+            return False
+    return True
 
 
 def probe_steps(config: dict[str, Any], run: Run) -> list[int]:
@@ -176,3 +203,41 @@ def evaluations(config: dict[str, Any], study: str | None = None) -> Iterator[tu
             if key not in seen:
                 seen.add(key)
                 yield BASE, run.model, BASE, run.seed, 0, bench
+
+
+def table_evaluations(config: dict[str, Any], table: dict[str, Any]) -> list[tuple[str, str, str, int, int, str]]:
+    """The evaluations a resolved table (``vicurl.report.tableconfig.resolve``) reads, among those
+    the config plans: its rows' (study, model, setting) at the row's step (a mechanism table: every
+    evaluated step up to ``t_long``), on the table's benchmarks, every seed (a Base row: the seeds
+    it names). A table builds exactly these, so a table of one study never trains another's runs."""
+    benches = set(table["benchmarks"])
+    wanted: dict[tuple[str, str, str], tuple[Any, Any]] = {}  # (study, model, setting) -> (steps, seeds)
+    for block in table.get("blocks") or [{"rows": table.get("rows") or []}]:
+        for row in block["rows"]:
+            key = (row["study"], row["model"], f"{row['reward']}-{row['curriculum']}")
+            if row["study"] == BASE:
+                key = (BASE, row["model"], BASE)
+            steps = {0} if row["study"] == BASE else (None if row.get("step") is None else {int(row["step"])})
+            seeds = set(row["seeds"]) if row.get("seeds") else None
+            old = wanted.get(key)
+            if old is not None:  # the same setting twice (e.g. at two steps): read the union
+                steps = None if old[0] is None or steps is None else old[0] | steps
+                seeds = None if old[1] is None or seeds is None else old[1] | seeds
+            wanted[key] = (steps, seeds)
+    t_long = table.get("t_long")
+    out = []
+    for e in evaluations(config):
+        study, model, setting, seed, step, bench = e
+        hit = wanted.get((study, model, setting))
+        if hit is None or bench not in benches:
+            continue
+        steps, seeds = hit
+        if seeds is not None and seed not in seeds:
+            continue
+        if steps is None:  # mechanism rows: the curve up to t_long
+            if t_long is not None and not (0 < step <= t_long):
+                continue
+        elif step not in steps:
+            continue
+        out.append(e)
+    return out

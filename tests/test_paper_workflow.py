@@ -1,0 +1,190 @@
+"""The paper's DAG: the SLURM profile plans the whole study with per-rule job counts that follow
+from config/paper.yaml (formulas below, also in the README, "Paper studies"); each study target
+plans only its own jobs; a grader version bump regrades without regenerating."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+PROFILE = yaml.safe_load((REPO / "slurm-a100" / "config.yaml").read_text())
+
+
+def job_counts(text: str) -> dict[str, int]:
+    block = text.split("Job stats:", 1)[1].split("Reasons:", 1)[0] if "Job stats:" in text else ""
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", block, re.M) if m.group(1) != "total"}
+
+
+def jobs_with_wildcards(text: str) -> list[tuple[str, dict]]:
+    out = []
+    for m in re.finditer(r"^(?:local)?rule (\w+):\n((?:    .*\n)+)", text, re.M):
+        w = re.search(r"^    wildcards: (.*)$", m.group(2), re.M)
+        out.append((m.group(1), dict(kv.split("=", 1) for kv in w.group(1).split(", ")) if w else {}))
+    return out
+
+
+# ---------------------------------------------------------------- the formulas, from the config alone
+
+def _train(cfg, s):
+    return {**cfg["train"], **cfg["studies"][s].get("train", {})}
+
+
+def eval_steps(cfg, s):
+    st, t = cfg["studies"][s], _train(cfg, s)["total_steps"]
+    every = st.get("eval_every", cfg["eval"]["every"])
+    return set(range(every, t + 1, every)) | set(st.get("eval_steps", [])) | {t}
+
+
+def settings(st):
+    return [(r, c) for r, cs in st["settings"].items() for c in cs]
+
+
+def n_runs(st):
+    return len(st["models"]) * len(settings(st)) * len(st["seeds"])
+
+
+def expected_jobs(cfg) -> dict[str, int]:
+    S = cfg["studies"]
+    base = {(m, seed, b) for st in S.values() for m in st["models"] for seed in st["seeds"] for b in st["benchmarks"]}
+    evals = sum(n_runs(st) * len(eval_steps(cfg, s)) * len(st["benchmarks"]) for s, st in S.items()) + len(base)
+    p = cfg["probes"]
+    probed = [(s, m, r, c, seed) for s, st in S.items() if s in p["studies"] for m in st["models"] if m in p["models"]
+              for r, c in settings(st) if r in p["rewards"] and c in p["curricula"] for seed in st["seeds"] if seed in p["seeds"]]
+    curve = [s for s, st in S.items() if {"none", "vicurl"} & {c for _, c in settings(st)}]
+    return {
+        "prepare_dataset": len(cfg["datasets"]),
+        "prompt_stats": len({(m, st["train_set"]) for st in S.values() for m in st["models"]
+                             if {"sent", "adarft"} & {c for _, c in settings(st)}}),
+        "train": sum(n_runs(st) for st in S.values()),
+        # per run: evaluated steps x benchmarks; plus the Base (No RL) model once per (model, seed, benchmark)
+        "generate": evals, "grade": evals,
+        "probe": sum(len(range(0, _train(cfg, s)["total_steps"], p["every"])) for s, *_ in probed),
+        "probes_table": 1,
+        "variance_figures": len({(s, r, c) for s, _, r, c, _ in probed}),
+        "study_scores": len(curve),
+        "learning_curves": sum(len(S[s]["models"]) for s in curve),
+        "schedule_figure": sum(len(st["models"]) * sum(c == "vicurl" for _, c in settings(st)) for st in S.values()),
+        "table_scores": len(cfg["tables"]), "table": len(cfg["tables"]),
+        "table_vs_paper": sum("paper" in t for t in cfg["tables"].values()),
+        "aggregate": 1, "all": 1,
+    }
+
+
+def test_the_paper_formulas_give_the_readme_numbers():
+    e = expected_jobs(PAPER)
+    assert e["train"] == 295 and e["generate"] == 11770 and e["probe"] == 26  # README, "Paper studies"
+    assert sum(e.values()) == 35710
+
+
+# ---------------------------------------------------------------- the profile
+
+def test_profile_shape():
+    p = PROFILE
+    assert p["executor"] == "slurm" and p["retries"] >= 1 and p["rerun-incomplete"] is True
+    assert p["configfile"] == "config/paper.yaml" and p["replace-workflow-config"] is True
+    assert p["software-deployment-method"] == "conda"
+    assert {"slurm_account", "slurm_partition", "runtime", "mem_mb"} <= set(p["default-resources"])
+    r = p["set-resources"]
+    assert r["train"]["gpu"] == 8 and r["generate"]["gpu"] == 1 and r["probe"]["gpu"] == 1
+    assert all("tasks" not in v for v in r.values())  # single-process GPU jobs
+
+    def runtime(rule, attempt, **w):
+        return eval(str(r[rule]["runtime"]), {"attempt": attempt, "wildcards": SimpleNamespace(**w)})
+
+    main = {"model": "qwen_math_1.5b", "study": "main"}
+    assert runtime("train", 1, **main) == 1440 and runtime("train", 2, **main) == 2880  # grows with attempt
+    assert runtime("train", 1, model="qwen_math_7b", study="main") == 2880
+    assert runtime("generate", 3) == 360
+
+
+@pytest.mark.slow
+def test_profile_plans_the_full_study(tmp_path):
+    """`snakemake --profile slurm-a100 -n all` (the slurm executor plugin installed; no cluster needed)."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
+    # the repo's profile, found by name from the repo root; `--sdm env-modules` replaces its conda for
+    # this machine without conda (Snakemake runs `conda info` while planning when conda is on)
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "--profile", "slurm-a100", "--sdm", "env-modules", "-n", "all", "--quiet", "rules"]
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert "Using profile slurm-a100" in out.stdout + out.stderr
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert job_counts(out.stdout) == expected_jobs(PAPER)
+
+
+# ---------------------------------------------------------------- study targets
+
+def borrowed_rows(cfg, study):
+    """(study, model, setting) rows of this study's tables that another study trains."""
+    out = set()
+    for t in cfg["tables"].values():
+        if t.get("study") != study:
+            continue
+        for row in t.get("rows", []):
+            s = row.get("study", study)
+            if s != study:
+                out.add((s, t["model"], f"{row['reward']}-{row['curriculum']}"))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("study", list(PAPER["studies"]))
+def test_each_study_target_plans_only_its_own_jobs(tmp_path, study):
+    """The paper config with one seed per study (the counts scale with the seeds; a smaller plan)."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
+    one_seed = tmp_path / "one_seed.yaml"
+    one_seed.write_text(yaml.safe_dump({"studies": {s: {"seeds": [0]} for s in PAPER["studies"]}, "probes": {"seeds": [0]}}))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n",
+           f"study_{study}", "--replace-workflow-config", "--configfile", str(REPO / "config" / "paper.yaml"), str(one_seed)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    st = {**PAPER["studies"][study], "seeds": [0]}
+    borrowed = borrowed_rows(PAPER, study)
+    jobs = jobs_with_wildcards(out.stdout)
+    for rule, w in jobs:  # every job of a study, model or setting is this study's (or a row its tables borrow)
+        if "study" in w and w["study"] not in (study, "base"):
+            assert (w["study"], w["model"], w["setting"]) in borrowed, (rule, w)
+        if "model" in w:
+            assert w["model"] in st["models"], (rule, w)
+    trained = {(w["study"], w["model"], w["setting"]) for r, w in jobs if r == "train"}
+    own = {(study, m, f"{r}-{c}") for m in st["models"] for r, c in settings(st)}
+    assert trained == own | borrowed
+    counts = job_counts(out.stdout)
+    own_evals = n_runs(st) * len(eval_steps(PAPER, study)) * len(st["benchmarks"])
+    assert sum(1 for r, w in jobs if r == "generate" and w["study"] == study) == own_evals
+    assert counts["train"] == n_runs(st) + len(borrowed)
+    assert f"study_{study}" in counts and "all" not in counts and "aggregate" not in counts
+    tables = [n for n, t in PAPER["tables"].items() if t.get("study") == study]
+    assert counts.get("table", 0) == len(tables)
+
+
+# ---------------------------------------------------------------- grader version
+
+@pytest.mark.slow
+def test_grader_version_bump_regrades_without_regenerating(tmp_path):
+    smoke = REPO / "tests" / "data" / "smoke.yaml"
+    target = "results/smoke/eval/base/tiny/base/seed0/step0/arith_easy.score.json"
+
+    def run(*args, configs=()):
+        cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+               "--configfile", str(REPO / "config" / "demo.yaml"), str(smoke), *map(str, configs), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+
+    built = run("--cores", "1", target)
+    assert built.returncode == 0, built.stderr[-3000:]
+    again = run("-n", target)
+    assert "Nothing to be done" in again.stdout + again.stderr
+    bump = tmp_path / "grader_v2.yaml"
+    bump.write_text("grading: {version: 2}\n")
+    plan = run("-n", target, configs=[bump])
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert job_counts(plan.stdout) == {"grade": 1}, plan.stdout[-3000:]  # no generate job
+    assert "Params have changed" in plan.stdout
