@@ -1,6 +1,8 @@
 # One job per run. In-progress checkpoints live in the undeclared `_work/` folder beside the
 # outputs (Snakemake deletes declared outputs before a rerun), so a killed or preempted job
 # resumes from its last checkpoint; only the finished exports and metrics are declared.
+# engine: verl trains on GPUs in the `verl` conda env (resources from the config's `verl`
+# section, common.smk's train_resources); engine: local keeps the CPU env and no resources.
 
 
 rule train:
@@ -18,12 +20,14 @@ rule train:
         settings=lambda w: runs_lib.train_settings(config, run_of(w)),
         engine=config["engine"],
     threads: config["threads"]
+    resources:
+        **train_resources(),
     log:
         f"{R}/logs/train/{{study}}/{{model}}/{{setting}}/seed{{seed}}.log",
     benchmark:
         f"{R}/benchmarks/train/{{study}}/{{model}}/{{setting}}/seed{{seed}}.tsv"
     conda:
-        "../envs/cpu.yaml"
+        "../envs/verl.yaml" if VERL_ENGINE else "../envs/cpu.yaml"
     script:
         "../workflow_scripts/train.py"
 

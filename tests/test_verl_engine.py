@@ -220,7 +220,10 @@ def test_rewards_advantages_and_weights_equal_the_local_engine(reward, curriculu
     assert torch.equal(scored.keep, part.keep)
 
     # the update: what reaches the worker group weights every sequence as the local loss does
-    trainer._update_actor(batch)
+    out = trainer._update_actor(batch)
+    logged = ray_trainer.reduce_metrics(out.meta_info["metrics"])  # what fit() hands verl's logger
+    assert logged["curriculum/beta_actual"] == pytest.approx(selection.metrics["curriculum/beta_actual"])
+    assert f"reward/{reward}/mean" in logged and logged["actor/pg_loss"] == pytest.approx(0.2)
     sent = trainer.actor_rollout_wg.sent
     n = B * G
     scale = n / tu.get(sent, "global_batch_size")
@@ -237,6 +240,7 @@ def test_rewards_advantages_and_weights_equal_the_local_engine(reward, curriculu
     assert torch.equal(batch.batch["response_mask"], part.rollouts.response_mask[rows])  # fit's metrics unchanged
     rec = json.loads((tmp_path / "work" / "metrics.jsonl").read_text().splitlines()[-1])
     assert rec["step"] == 2 and rec["reward/mean"] == pytest.approx(float(part.rewards.mean()))
+    assert rec["actor/pg_loss"] == pytest.approx(0.2) and rec["actor/update_seqs"] == float((loss_mask.sum(-1) > 0).sum())
     for k, v in selection.metrics.items():
         assert rec[k] == (None if not np.isfinite(v) else pytest.approx(v, rel=1e-6, abs=1e-9)), k
 

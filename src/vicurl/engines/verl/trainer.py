@@ -30,12 +30,12 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 from verl import DataProto
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.utils import tensordict_utils as tu
+from verl.utils.metric import reduce_metrics
 
 from vicurl.engines.verl.hook import Hook
 
@@ -105,11 +105,16 @@ class VICuRLTrainer(RayPPOTrainer):
             actor_output = super()._update_actor(weighted)
         finally:
             self.actor_rollout_wg = group
-        actor_metrics = {k: float(np.mean(v)) for k, v in actor_output.meta_info["metrics"].items()
-                         if np.size(v) and np.issubdtype(np.asarray(v).dtype, np.number)}
+        actor_metrics = {}
+        for k, v in reduce_metrics(dict(actor_output.meta_info["metrics"])).items():  # reduces a copy
+            try:
+                actor_metrics[k] = float(v)
+            except (TypeError, ValueError):
+                pass
         rec = hook.record(step, selection, plan, actor_metrics)
+        # the curriculum and reward columns go to verl's logger with the actor's metrics (fit logs them)
         for k, v in rec.items():
-            if k != "step" and k not in actor_output.meta_info["metrics"]:
+            if k.startswith(("curriculum/", "reward/")) and k not in actor_output.meta_info["metrics"]:
                 actor_output.meta_info["metrics"][k] = v
         return actor_output
 
