@@ -334,6 +334,10 @@ def paper_config():
 
 
 def test_paper_runs_compose_with_verls_config(tmp_path):
+    """verl's own config and its ``validate_config`` (what its ``main`` runs first) accept every run."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
     cfg = paper_config()
     assert cfg["engine"] == "verl"
     seen = set()
@@ -348,6 +352,8 @@ def test_paper_runs_compose_with_verls_config(tmp_path):
             continue
         seen.add(key)
         c = launch.compose(ov)  # raises on any key verl's ppo_trainer.yaml rejects
+        validate_config(config=c, use_reference_policy=need_reference_policy(c), use_critic=need_critic(c))
+        assert need_reference_policy(c) and not need_critic(c)  # KL to the frozen initial policy; GRPO has no critic
         a = c.actor_rollout_ref
         assert c.trainer.use_v1 is False and c.trainer.resume_mode == "auto"
         assert a.rollout.n == settings["group_size"] and a.actor.kl_loss_coef == settings["kl_coef"]
