@@ -70,6 +70,18 @@ def check(config: dict[str, Any]) -> None:
         if "majority_vote" in s["settings"] and n_votes is not None and n_votes < train.get("group_size", 8):
             raise ValueError(f"rewards.majority_vote.n_votes={n_votes} is below the group size "
                              f"{train.get('group_size', 8)} of study {name!r} (votes must include the trained rollouts)")
+    if config.get("engine", "local") == "verl":
+        from vicurl.engines.verl.support import refusal  # plain Python: no verl or torch import here
+
+        seen = set()
+        for run in runs(config):
+            if (run.study, run.model, run.reward, run.curriculum) in seen:
+                continue
+            seen.add((run.study, run.model, run.reward, run.curriculum))
+            why = refusal(train_settings(config, run))
+            if why is not None:
+                raise ValueError(f"studies.{run.study}.settings.{run.reward}: {run.curriculum!r} cannot run on "
+                                 f"engine: verl: {why}")
     probes = config.get("probes", {}) or {}
     for study in probes.get("studies", []):
         if study not in config["studies"]:

@@ -94,9 +94,7 @@ class TrainConfig:
         return LossConfig(self.clip_ratio, self.kl_coef, self.kl_type, self.loss_agg_mode, self.weight_kl)
 
 
-def _seed_for(*parts: int) -> int:
-    """A deterministic 31-bit seed from integers (numpy's SeedSequence mixing)."""
-    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
+_seed_for = engine_step.seed_for  # (the probes import it from here)
 
 
 def sequence_logprobs(model, rollouts: Rollouts, rows: slice | torch.Tensor, temperature: float, with_entropy: bool):
@@ -171,10 +169,7 @@ class LocalTrainer:
 
     def batch_indices(self, step: int) -> np.ndarray:
         """Prompts of step ``step`` (1-based): a fresh seeded permutation each epoch, last partial batch dropped."""
-        per_epoch = len(self.train_df) // self.cfg.batch_size
-        epoch, pos = divmod(step - 1, per_epoch)
-        perm = np.random.default_rng(_seed_for(self.cfg.seed, 1, epoch)).permutation(len(self.train_df))
-        return perm[pos * self.cfg.batch_size : (pos + 1) * self.cfg.batch_size]
+        return engine_step.batch_indices(len(self.train_df), self.cfg.batch_size, self.cfg.seed, step)
 
     # ------------------------------------------------------------ one step
 
@@ -236,7 +231,8 @@ class LocalTrainer:
     def _batch(self, part: "_Part", step: int) -> Batch:
         scored = engine_step.Scored(part.rewards, part.correct, part.advantages, part.confidence, part.keep, {})
         return engine_step.curriculum_batch(scored, part.rollouts.lengths, part.ids, step, self.cfg.total_steps,
-                                            self.cfg.seed, self.cfg.group_size)
+                                            self.cfg.seed, self.cfg.group_size,
+                                            engine_step.reward_bounded(self.cfg.reward))
 
     def train_step(self, step: int) -> dict[str, Any]:
         cfg, G = self.cfg, self.cfg.group_size
@@ -449,9 +445,7 @@ class _Part:
         )
 
 
-def _mean_metrics(a: dict[str, float], na: int, b: dict[str, float], nb: int) -> dict[str, float]:
-    """Per-prompt means of two parts, weighted by their numbers of prompts."""
-    return {k: (a[k] * na + b[k] * nb) / max(na + nb, 1) if k in a and k in b else a.get(k, b.get(k)) for k in {**a, **b}}
+_mean_metrics = engine_step.mean_metrics
 
 
 def _finite(metrics: dict[str, Any]) -> dict[str, Any]:

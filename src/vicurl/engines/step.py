@@ -8,6 +8,7 @@ prompt 1, ...), their response masks and pi_old's per-token entropies:
 ``curriculum_batch`` what a curriculum sees (`vicurl.curriculum.Batch`)
 ``sequence_weights`` per-sequence loss weights w_j / beta_t (zero for prompts the reward drops)
 ``rollout_metrics``  the per-step rollout metrics of ``metrics.jsonl``
+``batch_indices``    the engines' default data order (a seeded permutation per epoch)
 
 The local engine (`vicurl.engines.local`) and the verl engine (`vicurl.engines.verl`) call
 exactly these; only the drivers around them differ.
@@ -38,6 +39,21 @@ class Scored:
     confidence: torch.Tensor  # (B,) c(x)
     keep: torch.Tensor  # (B,) bool: False drops the prompt from the update (EMPO)
     metrics: dict[str, float]  # the reward source's ``reward/...`` metrics
+
+
+def seed_for(*parts: int) -> int:
+    """A deterministic 31-bit seed from integers (numpy's SeedSequence mixing)."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def batch_indices(n_rows: int, batch_size: int, seed: int, step: int) -> np.ndarray:
+    """Training-set rows of step ``step`` (1-based) in the default data order: a fresh seeded
+    permutation each epoch, the last partial batch dropped. A curriculum's ``propose`` may
+    replace them (AdaRFT, SENT)."""
+    per_epoch = n_rows // batch_size
+    epoch, pos = divmod(step - 1, per_epoch)
+    perm = np.random.default_rng(seed_for(seed, 1, epoch)).permutation(n_rows)
+    return perm[pos * batch_size : (pos + 1) * batch_size]
 
 
 def group_index(n_prompts: int, group_size: int) -> np.ndarray:
@@ -79,8 +95,14 @@ def score(
     )
 
 
+def reward_bounded(reward: str) -> bool:
+    """Whether a reward source's rewards lie in [0, 1] (RENT's negative entropy does not; VCRL and
+    AdaRFT then map them as algorithms.md section 4 says)."""
+    return reward != "entropy"
+
+
 def curriculum_batch(scored: Scored, lengths: torch.Tensor, prompt_ids: list[str], step: int, total_steps: int,
-                     seed: int, group_size: int) -> Batch:
+                     seed: int, group_size: int, reward_bounded: bool = True) -> Batch:
     g = int(group_size)
     return Batch(
         confidence=scored.confidence,
@@ -90,6 +112,7 @@ def curriculum_batch(scored: Scored, lengths: torch.Tensor, prompt_ids: list[str
         step=step,
         total_steps=total_steps,
         seed=seed,
+        reward_bounded=bool(reward_bounded),
     )
 
 
@@ -109,3 +132,8 @@ def rollout_metrics(rewards: torch.Tensor, correct: torch.Tensor, lengths: torch
         "response_length/truncated": float(truncated.float().mean()),
         "actor/entropy": float((entropys * mask).sum() / mask.sum().clamp(min=1)),
     }
+
+
+def mean_metrics(a: dict[str, float], na: int, b: dict[str, float], nb: int) -> dict[str, float]:
+    """Per-prompt means of two parts of a step (VCRL's replay), weighted by their numbers of prompts."""
+    return {k: (a[k] * na + b[k] * nb) / max(na + nb, 1) if k in a and k in b else a.get(k, b.get(k)) for k in {**a, **b}}

@@ -31,38 +31,19 @@ from vicurl import rewards as reward_sources
 from vicurl.algos.grpo import outcome_to_token_rewards
 from vicurl.curriculum import Batch, Selection, make_curriculum
 from vicurl.engines import step as engine_step
+from vicurl.engines.verl import support
 
-# curricula the verl engine runs, and why the others do not (the launcher refuses them)
-SUPPORTED_CURRICULA = ("none", "vicurl", "reverse_confidence", "random", "length_first", "static_confidence",
-                       "soft_confidence")
-UNSUPPORTED_CURRICULA = {
-    "vcrl": "its memory-bank replay rolls out extra prompts in the middle of a step, which needs a second "
-            "generation inside RayPPOTrainer.fit (a copy of fit); use engine: local",
-    "adarft": "it chooses each step's prompts (Curriculum.propose), which needs a curriculum-driven sampler "
-              "for verl's prefetching dataloader; use engine: local",
-    "sent": "it chooses each step's prompts (Curriculum.propose), which needs a curriculum-driven sampler "
-            "for verl's prefetching dataloader; use engine: local",
-}
+# curricula the verl engine runs (all of them; `support` says how, and what it refuses)
+SUPPORTED_CURRICULA = support.CURRICULA
+UNSUPPORTED_CURRICULA: dict[str, str] = {}
 
 
 def check_settings(settings: dict[str, Any]) -> None:
     """Settings the verl engine cannot run exactly: an error naming the config key."""
-    cur = settings.get("curriculum", "none")
-    if cur in UNSUPPORTED_CURRICULA:
-        raise ValueError(f"engine verl: curriculum {cur!r} is not supported: {UNSUPPORTED_CURRICULA[cur]}")
-    if cur not in SUPPORTED_CURRICULA:
-        raise ValueError(f"engine verl: unknown curriculum {cur!r}")
+    why = support.refusal(settings)
+    if why is not None:
+        raise ValueError(f"engine verl: {why}")
     reward_sources.check_params(settings.get("reward", "oracle"), settings.get("reward_params", {}))
-    n_votes = (settings.get("reward_params") or {}).get("n_votes")
-    if n_votes is not None and int(n_votes) != int(settings.get("group_size", 8)):
-        raise ValueError("engine verl: rewards.majority_vote.n_votes must be null (vote with the G trained rollouts); "
-                         "TTRL's n_votes > G needs extra samples per prompt, use engine: local")
-    if settings.get("loss_agg_mode", "seq-mean-token-mean") != "seq-mean-token-mean":
-        raise ValueError("engine verl: train.loss_agg_mode must be seq-mean-token-mean")
-    if cur == "soft_confidence" and settings.get("weight_kl", True) and settings.get("kl_coef", 0.001) > 0:
-        raise ValueError("engine verl: soft_confidence gives non-uniform weights, and verl's KL loss has no "
-                         "per-sample weight; set train.weight_kl: false for this study (the policy term stays "
-                         "weighted exactly) or use engine: local")
 
 
 # ---------------------------------------------------------------- rows and groups
@@ -137,6 +118,12 @@ class _Scored:
     lengths: torch.Tensor  # (N,) prompt-major
     metrics: dict[str, float] = field(default_factory=dict)
     t0: float = 0.0
+    truncated: torch.Tensor | None = None  # (N,) prompt-major
+    entropys: torch.Tensor | None = None  # (N, R) prompt-major
+    mask: torch.Tensor | None = None  # (N, R) prompt-major response mask
+    cb: Batch | None = None  # what the curriculum saw (after a replay: batch + replayed)
+    selection: Selection | None = None  # the curriculum's choice (after a replay: the final one)
+    seq_w: torch.Tensor | None = None  # after a replay: per-sequence weights of the merged batch, prompt-major
 
 
 class Hook:
@@ -156,6 +143,7 @@ class Hook:
         self.tokenizer = tokenizer
         self.vocab_size = int(vocab_size)
         self.metrics_path = Path(metrics_path) if metrics_path else None
+        self.ids = [str(i) for i in train_df["id"]]  # verl's dataset row i is training-set row i
         self.curriculum = make_curriculum(settings.get("curriculum", "none"), settings.get("curriculum_params") or {})
         self.curriculum.setup(train_df, batch_size=int(settings.get("batch_size", 128)), total_steps=self.total_steps,
                               seed=self.seed, stats=prompt_stats)
@@ -166,6 +154,11 @@ class Hook:
     def score(self, batch, entropys: torch.Tensor) -> _Scored:
         """Rewards, advantages and confidences of a verl batch; the rewards go into
         ``batch.batch["rm_scores"]`` in place (the tensor verl's ``extract_reward`` handed out)."""
+        self.pending = self.score_part(batch, entropys)
+        return self.pending
+
+    def score_part(self, batch, entropys: torch.Tensor) -> _Scored:
+        """``score`` without making the batch the step's pending one (VCRL's replayed prompts)."""
         t0 = time.perf_counter()
         rows = group_rows(batch.non_tensor_batch["uid"], self.G)
         idx = torch.as_tensor(rows, dtype=torch.long)
@@ -179,7 +172,8 @@ class Hook:
         prompt_ids = [str(i) for i in _field(extra, "id")]
         answer_types = [t or "math" for t in _field(extra, "answer_type", "math")]
         options = [list(o) if o is not None else [] for o in _field(extra, "options", [])]
-        scored = engine_step.score(self.reward, self.reward_params, texts, mask, entropys[idx].float(), golds=golds,
+        ent = entropys[idx].float()
+        scored = engine_step.score(self.reward, self.reward_params, texts, mask, ent, golds=golds,
                                    answer_types=answer_types, options=options, group_size=self.G,
                                    vocab_size=self.vocab_size)
         rm = batch.batch["rm_scores"]
@@ -188,25 +182,81 @@ class Hook:
         lengths = mask.sum(-1)
         eos = self.tokenizer.eos_token_id
         truncated = ~((responses == eos) & mask.bool()).any(-1) if eos is not None else lengths >= mask.shape[1]
-        metrics = {**engine_step.rollout_metrics(scored.rewards, scored.correct, lengths, truncated,
-                                                 entropys[idx].float(), mask), **scored.metrics}
-        self.pending = _Scored(rows, prompt_ids, scored, lengths, metrics, t0)
+        metrics = {**engine_step.rollout_metrics(scored.rewards, scored.correct, lengths, truncated, ent, mask),
+                   **scored.metrics}
+        return _Scored(rows, prompt_ids, scored, lengths, metrics, t0, truncated, ent, mask)
+
+    def select(self, step: int) -> Selection:
+        """The curriculum's selection over the pending batch (``Curriculum.select``, as the local engine)."""
+        p = self._pending()
+        p.cb = engine_step.curriculum_batch(p.scored, p.lengths, p.prompt_ids, step, self.total_steps, self.seed,
+                                            self.G, engine_step.reward_bounded(self.reward))
+        p.selection = self.curriculum.select(p.cb)
+        return p.selection
+
+    def merge_replay(self, replayed: _Scored, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """VCRL: the replayed prompts (``replayed``, their own verl batch, scored) take the rows of
+        dropped prompts of the pending batch; returns (rows of the batch, rows of the replay batch)
+        to copy, one replayed prompt onto one dropped prompt, in prompt-major order.
+
+        The local engine appends the r replayed prompts to the B of the batch and weighs kept and
+        replayed prompts (B + r) / (K + r) over a loss normalized by (B + r) G sequences
+        (`VCRL.after_replay`). Here the batch keeps its B G rows (verl's loss normalizer B G) and a
+        replayed prompt replaces a dropped one (weight 0 there, so nothing of it is lost to the
+        update): the weights are scaled by B / (B + r), which makes every sequence's term of the
+        loss, 1/N w_i l_i, the local engine's. Metrics are computed over the B + r prompts as the
+        local engine's.
+        """
+        p = self._pending()
+        if p.selection is None or not p.selection.replay:
+            raise RuntimeError("Hook.merge_replay without a selection asking for replay")
+        G, B, r = self.G, len(p.prompt_ids), len(replayed.prompt_ids)
+        if replayed.prompt_ids != list(p.selection.replay):
+            raise RuntimeError(f"replayed prompts {replayed.prompt_ids} are not the ones asked for {p.selection.replay}")
+        rb = engine_step.curriculum_batch(replayed.scored, replayed.lengths, replayed.prompt_ids, step,
+                                          self.total_steps, self.seed, G, engine_step.reward_bounded(self.reward))
+        final = self.curriculum.after_replay(p.selection, p.cb, rb)
+        slots = np.flatnonzero(p.selection.mask.numpy() == 0)[:r]
+        if len(slots) < r:
+            raise RuntimeError(f"{r} replayed prompts but only {len(slots)} dropped prompts to replace")
+        w = final.weights[:B].clone().float()
+        keep = p.scored.keep.clone()
+        for j, g in enumerate(slots):
+            w[g] = float(final.weights[B + j])
+            keep[g] = replayed.scored.keep[j]
+        p.seq_w = engine_step.sequence_weights(w * (B / (B + r)), keep, G)
+        s, q = p.scored, replayed.scored
+        cat = torch.cat
+        metrics = {**engine_step.rollout_metrics(cat([s.rewards, q.rewards]), cat([s.correct, q.correct]),
+                                                 cat([p.lengths, replayed.lengths]),
+                                                 cat([p.truncated, replayed.truncated]),
+                                                 cat([p.entropys, replayed.entropys]), cat([p.mask, replayed.mask])),
+                   **engine_step.mean_metrics(s.metrics, B, q.metrics, r)}
+        p.metrics = metrics
+        p.cb, p.selection = p.cb.concat(rb), final
+        dest = np.concatenate([p.rows[g * G : (g + 1) * G] for g in slots])
+        src = np.concatenate([replayed.rows[j * G : (j + 1) * G] for j in range(r)])
+        return dest, src
+
+    def _pending(self) -> _Scored:
+        if self.pending is None:
+            raise RuntimeError("the old-policy pass did not run (rollout correction's bypass mode skips it; the "
+                               "verl engine does not support it)")
         return self.pending
 
     # -------------------------------------------------------- before the actor update
 
     def weigh(self, batch, step: int) -> tuple[torch.Tensor, LossPlan, Selection, Batch]:
-        """Per-row weights w_j / beta_t of the curriculum (in verl's row order) and their loss plan."""
-        if self.pending is None:
-            raise RuntimeError("Hook.weigh before Hook.score: the old-policy pass did not run (rollout "
-                               "correction's bypass mode skips it; the verl engine does not support it)")
-        p = self.pending
-        cb = engine_step.curriculum_batch(p.scored, p.lengths, p.prompt_ids, step, self.total_steps, self.seed, self.G)
-        selection = self.curriculum.select(cb)
-        if selection.replay:
-            raise RuntimeError(f"curriculum {self.curriculum.name!r} asked for replay; the verl engine cannot roll out mid-step")
+        """Per-row weights w_j / beta_t of the curriculum (in verl's row order) and their loss plan;
+        the curriculum observes the step (AdaRFT moves its target before the next batch is drawn)."""
+        p = self._pending()
+        if p.selection is None:
+            self.select(step)
+        if p.selection.replay and p.seq_w is None:
+            raise RuntimeError(f"curriculum {self.curriculum.name!r} asked for replay, which the trainer did not roll out")
+        selection, cb = p.selection, p.cb
         self.curriculum.observe(cb, selection)
-        seq_w = engine_step.sequence_weights(selection.weights, p.scored.keep, self.G)
+        seq_w = p.seq_w if p.seq_w is not None else engine_step.sequence_weights(selection.weights, p.scored.keep, self.G)
         w_rows = torch.zeros(len(p.rows), dtype=torch.float32)
         w_rows[torch.as_tensor(p.rows, dtype=torch.long)] = seq_w.float()
         return w_rows, loss_plan(w_rows, self.weight_kl, self.kl_on), selection, cb
