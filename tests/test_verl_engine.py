@@ -36,6 +36,7 @@ from vicurl.engines.verl import hook as hook_lib
 from vicurl.engines.verl import launch
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE, build_prompts, to_verl_frame
 from vicurl.engines.verl.hook import Hook, loss_plan
+from vicurl.engines.verl.sampler import CurriculumSampler
 from vicurl.engines.verl.trainer import OVERRIDES, VICuRLTrainer
 from vicurl.generation import Rollouts
 
@@ -74,11 +75,11 @@ def settings_for(reward, curriculum, **kw):
     return s
 
 
-def fixed_rollouts(tokenizer, prompts):
+def fixed_rollouts(tokenizer, prompts, responses=RESPONSES):
     """What ``sample`` would return: B x G responses, EOS-terminated, right-padded to R."""
     tokenizer.padding_side = "left"
     enc = tokenizer([p for p in prompts for _ in range(G)], return_tensors="pt", padding=True, add_special_tokens=False)
-    texts = [t for group in RESPONSES for t in group]
+    texts = [t for group in responses[: len(prompts)] for t in group]
     ids = torch.full((len(texts), R), tokenizer.pad_token_id)
     mask = torch.zeros(len(texts), R, dtype=torch.long)
     truncated = torch.zeros(len(texts), dtype=torch.bool)
@@ -113,7 +114,7 @@ def verl_batch(tr, part, order):
     """The local rollouts as a verl batch, rows in ``order``: verl's keys and layout."""
     roll = part.rollouts
     df = tr.train_df.iloc[[tr.row_of[i] for i in part.ids]]
-    uids = np.repeat([str(uuid.uuid4()) for _ in range(B)], G)
+    uids = np.repeat([str(uuid.uuid4()) for _ in range(len(part.ids))], G)
     input_ids = torch.cat([roll.prompt_ids, roll.response_ids], 1)
     attn = torch.cat([roll.prompt_mask, roll.response_mask], 1)
     tensors = {
@@ -406,3 +407,155 @@ def test_save_freq_hits_every_export():
     s = {"total_steps": 313, "save_every": 10, "export_steps": [50, 100, 150, 200, 250, 300, 313]}
     assert launch.save_freq(s) == 10
     assert launch.save_freq({"total_steps": 30, "save_every": 4, "export_steps": [10, 20, 30]}) == 2
+
+
+# ---------------------------------------------------------------- curricula that choose prompts (AdaRFT, SENT)
+
+
+class CheckpointingActorGroup(MockActorGroup):
+    """The mock worker group, with the checkpoint calls ``_save_checkpoint`` / ``_load_checkpoint`` make."""
+
+    def __init__(self, rollouts_of):
+        super().__init__(None, None)
+        self.rollouts_of = rollouts_of  # batch -> (old_lp, entropys) rows
+
+    def compute_log_prob(self, td):
+        self.old_lp, self.entropys = self.rollouts_of(td)
+        return super().compute_log_prob(td)
+
+    def save_checkpoint(self, local_path, remote_path, step, max_ckpt_to_keep=None):
+        Path(local_path, "huggingface").mkdir(parents=True, exist_ok=True)
+
+    def load_checkpoint(self, local_path, del_local_after_load=False):
+        pass
+
+
+def sampler_trainer(settings, tr, tmp_path, rollouts_of):
+    """A ``VICuRLTrainer`` whose dataloader is built by verl's own ``_create_dataloader`` (our override first)."""
+    t = object.__new__(VICuRLTrainer)
+    t.config = OmegaConf.create({
+        "actor_rollout_ref": {
+            "actor": {"calculate_sum_pi_squared": False, "calculate_entropy": False, "entropy_coeff": 0.0,
+                      "ppo_mini_batch_size": B, "ppo_epochs": 1, "data_loader_seed": 42, "shuffle": False,
+                      "checkpoint": {"async_save": False}, "optim": {"lr": 1e-6}},
+            "rollout": {"n": G, "temperature": 1.0, "multi_turn": {"enable": False}},
+        },
+        "data": {"train_batch_size": B, "gen_batch_size": None, "val_batch_size": None, "dataloader_num_workers": 0,
+                 "validation_shuffle": False},
+        "trainer": {"default_local_dir": str(tmp_path / "ckpt"), "default_hdfs_dir": None, "total_epochs": 2,
+                    "total_training_steps": settings["total_steps"], "resume_mode": "auto",
+                    "max_actor_ckpt_to_keep": 1, "del_local_ckpt_after_load": False},
+        "vicurl": {"work_dir": str(tmp_path / "work")},
+    })
+    t.tokenizer = tr.tokenizer
+    t.use_critic = False
+    t.actor_rollout_wg = CheckpointingActorGroup(rollouts_of)
+    t._hook = Hook(settings, tr.train_df, tr.tokenizer, tr.vocab_size, settings["total_steps"],
+                   metrics_path=tmp_path / "work" / "metrics.jsonl", prompt_stats=prompt_stats())
+    rows = [{"extra_info": {"id": pid}, "index": i} for i, pid in enumerate(tr.ids)]  # verl's dataset rows
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    t._create_dataloader(rows, rows, collate_fn, None)
+    return t
+
+
+def fit_like(t, run_step, stop_after=None):
+    """The loop of ``RayPPOTrainer.fit`` (0.9.1) around the step: resume, epochs, global_steps."""
+    t.global_steps = 0
+    t._load_checkpoint()
+    current_epoch = t.global_steps // len(t.train_dataloader)
+    t.global_steps += 1
+    for _epoch in range(current_epoch, t.config.trainer.total_epochs):
+        for batch_dict in t.train_dataloader:
+            run_step(t, batch_dict)
+            t._save_checkpoint()  # save_freq 1
+            if t.global_steps >= t.total_training_steps or t.global_steps == stop_after:
+                return
+            t.global_steps += 1
+
+
+@pytest.mark.parametrize("curriculum", ["adarft", "sent"])
+def test_proposed_batches_equal_the_local_engines_and_survive_a_resume(curriculum, char_model_dir, tmp_path,
+                                                                      monkeypatch):
+    """verl's dataloader with ``CurriculumSampler`` draws the local engine's prompts at every step
+    (the curriculum fed the same rewards in between), across an epoch boundary and after resuming
+    from a checkpoint inside an epoch and at an epoch boundary."""
+    params = {"target_start": 50.0} if curriculum == "adarft" else {}  # low rewards: the target moves down
+    settings = settings_for("oracle", curriculum, export_steps=[], curriculum_params=params)
+    cfg = TrainConfig.from_dict(settings)
+    tr = LocalTrainer(cfg, char_model_dir, problems(), tmp_path / "local", prompt_stats=prompt_stats())
+    monkeypatch.setattr(local_engine, "sample", lambda model, tok, prompts, *a, **k: fixed_rollouts(tok, prompts))
+    local_ids, parts = [], {}
+    rollout = tr._rollout
+
+    def recording(ids, seed):
+        part = rollout(ids, seed)
+        local_ids.append(list(ids))
+        parts[tuple(ids)] = part
+        return part
+
+    tr._rollout = recording
+    tr.run()  # the local engine, 4 steps (2 epochs of 2 batches)
+    assert len(local_ids) == 4 and len({tuple(i) for i in local_ids}) > 1
+    if curriculum == "adarft":
+        assert tr.curriculum.target != 50.0  # the rewards moved the target
+
+    # same rollouts on verl: pi_old's values of the prompts' local rollouts (the step's own; the
+    # policy moved in the local run, which changes confidences, not these curricula's choices)
+    fresh = LocalTrainer(cfg, char_model_dir, problems(), tmp_path / "local2", prompt_stats=prompt_stats())
+    order = interleave_order()
+    rows = torch.as_tensor(order)
+
+    def run_step(drawn):
+        def step(t, batch_dict):
+            ids = [e["id"] for e in batch_dict["extra_info"]]
+            drawn.append(ids)
+            part = fresh._rollout(ids, seed=0)
+            batch = verl_batch(fresh, part, order)
+            t.actor_rollout_wg.rollouts_of = lambda td: (part.old_lp[rows], part.entropys[rows])
+            reward_tensor, _ = extract_reward(batch)
+            old, _ = t._compute_old_log_prob(batch)
+            old.batch.pop("entropys")
+            batch = batch.union(old)
+            batch.batch["token_level_scores"] = reward_tensor
+            batch.batch["token_level_rewards"] = reward_tensor
+            batch = ray_trainer.compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=G)
+            t._update_actor(batch)
+        return step
+
+    drawn: list[list[str]] = []
+    t = sampler_trainer(settings, fresh, tmp_path / "a", None)
+    assert isinstance(t.train_dataloader.sampler, CurriculumSampler) and len(t.train_dataloader) == 2
+    fit_like(t, run_step(drawn))
+    assert drawn == local_ids
+    if curriculum == "adarft":
+        assert t._hook.curriculum.target == pytest.approx(tr.curriculum.target)
+
+    # interrupted after step 3 (inside epoch 2), resumed by a fresh trainer: step 4 as uninterrupted
+    first: list[list[str]] = []
+    t = sampler_trainer(settings, fresh, tmp_path / "b", None)
+    fit_like(t, run_step(first), stop_after=3)
+    resumed: list[list[str]] = []
+    t = sampler_trainer(settings, fresh, tmp_path / "b", None)
+    fit_like(t, run_step(resumed))
+    assert first + resumed == local_ids and len(resumed) == 1
+
+    # resumed at the epoch boundary (verl skips the dataloader state there): steps 3 and 4 as uninterrupted
+    (tmp_path / "b" / "ckpt" / "latest_checkpointed_iteration.txt").write_text("2")
+    resumed = []
+    t = sampler_trainer(settings, fresh, tmp_path / "b", None)
+    fit_like(t, run_step(resumed))
+    assert resumed == local_ids[2:]
+    state = json.loads((tmp_path / "b" / "ckpt" / "global_step_4" / "vicurl_curriculum.json").read_text())
+    assert state["curriculum"] == tr.curriculum.state_dict()
+
+
+def test_sampler_refuses_prefetching_workers(char_model_dir, tmp_path):
+    settings = settings_for("oracle", "sent", export_steps=[])
+    tr = LocalTrainer(TrainConfig.from_dict(settings), char_model_dir, problems(), tmp_path / "l",
+                      prompt_stats=prompt_stats())
+    t = object.__new__(VICuRLTrainer)
+    t.config = OmegaConf.create({"data": {"dataloader_num_workers": 8}, "vicurl": {}})
+    t._hook = Hook(settings, tr.train_df, tr.tokenizer, tr.vocab_size, 4, prompt_stats=prompt_stats())
+    with pytest.raises(RuntimeError, match="dataloader_num_workers must be 0"):
+        t._create_dataloader([], [], None, None)
