@@ -317,6 +317,19 @@ def test_overridden_methods_exist_in_the_installed_verl():
     pos = [fit.index(m) for m in marks]
     assert pos == sorted(pos)
     assert "self._save_checkpoint()" in fit
+    # the lines of fit that VICuRLTrainer._vicurl_rollout repeats to roll out VCRL's replayed prompts
+    for line in ['batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature',
+                 "gen_batch = self._get_gen_batch(batch)", 'gen_batch.meta_info["global_steps"] = self.global_steps',
+                 "gen_batch.repeat(repeat_times=rollout_n, interleave=True)",
+                 "self.async_rollout_manager.generate_sequences(combined_gen_batch)",
+                 "self.checkpoint_manager.sleep_replicas()", "self.checkpoint_manager.update_weights(self.global_steps)",
+                 "batch = batch.repeat(repeat_times=self.config.actor_rollout_ref.rollout.n, interleave=True)",
+                 "batch = batch.union(gen_batch_output)", 'batch.batch["response_mask"] = compute_response_mask(batch)',
+                 "for batch_dict in self.train_dataloader:", "self.global_steps += 1"]:
+        assert line in fit, line
+    # the dataloader CurriculumSampler relies on: single-process when num_workers=0, the sampler as given
+    cdl = inspect.getsource(ray_trainer.RayPPOTrainer._create_dataloader)
+    assert "sampler=train_sampler" in cdl and 'num_workers = self.config.data["dataloader_num_workers"]' in cdl
     # extract_reward hands out the batch's own tensor (the in-place write reaches the advantages)
     b = DataProto(batch=TensorDict({"rm_scores": torch.zeros(2, 3)}, batch_size=[2]))
     assert extract_reward(b)[0] is b.batch["rm_scores"]
@@ -559,3 +572,108 @@ def test_sampler_refuses_prefetching_workers(char_model_dir, tmp_path):
     t._hook = Hook(settings, tr.train_df, tr.tokenizer, tr.vocab_size, 4, prompt_stats=prompt_stats())
     with pytest.raises(RuntimeError, match="dataloader_num_workers must be 0"):
         t._create_dataloader([], [], None, None)
+
+
+# ---------------------------------------------------------------- VCRL's replay
+
+REPLAY_RESPONSES = [
+    ["\\boxed{6}", "\\boxed{1}", "\\boxed{6}", "no"],  # p5, gold 6
+    ["\\boxed{7}", "\\boxed{7}", "\\boxed{2}", "\\boxed{7}"],  # p6, gold 7
+    ["\\boxed{8}", "x", "\\boxed{8}", "\\boxed{3}"],  # p7, gold 8
+]
+BANK = {"bank": {"p5": {"priority": 0.5, "inserted": 1, "replays": 0},
+                 "p6": {"priority": 0.2, "inserted": 1, "replays": 1},
+                 "p7": {"priority": 0.1, "inserted": 1, "replays": 0}}}
+
+
+@pytest.mark.parametrize("reward", ["oracle", "entropy"])
+def test_vcrl_replay_equals_the_local_engine(reward, char_model_dir, tmp_path, monkeypatch):
+    """One VCRL step with replay: the local engine appends the re-rolled bank prompts; verl's
+    trainer rolls them out in ``_compute_old_log_prob`` and puts them in dropped prompts' rows.
+    Rewards, advantages, old log-probs and every sequence's loss weight over its normalizer agree."""
+    # continuous rewards are min-max scaled per group (p high): a stricter kappa drops some prompts
+    settings = settings_for(reward, "vcrl", kl_coef=0.5,
+                            curriculum_params={"switch_step": 6, "kappa_early": 0.3 if reward == "oracle" else 0.9})
+    cfg = TrainConfig.from_dict(settings)
+    tr = LocalTrainer(cfg, char_model_dir, problems(), tmp_path / "local", prompt_stats=prompt_stats())
+    tr.curriculum.load_state_dict(BANK)
+    monkeypatch.setattr(local_engine, "sample", lambda model, tok, prompts, *a, **k: fixed_rollouts(
+        tok, prompts, RESPONSES if len(prompts) == B else REPLAY_RESPONSES))
+    step = 2
+    ids = tr.ids[:B]
+    # LocalTrainer.train_step up to the update
+    part = tr._rollout(ids, seed=0)
+    batch_l = tr._batch(part, step)
+    sel = tr.curriculum.select(batch_l)
+    assert sel.replay, "the fixture must drop prompts and replay bank entries"
+    extra = tr._rollout(sel.replay, seed=1)
+    final = tr.curriculum.after_replay(sel, batch_l, tr._batch(extra, step))
+    full = part.concat(extra, tr.tokenizer.pad_token_id)
+    tr.curriculum.observe(batch_l.concat(tr._batch(extra, step)), final)
+    seq_w = sequence_weights(final.weights, full.keep, G)
+    r = len(sel.replay)
+    dropped = np.flatnonzero(sel.mask.numpy() == 0)[:r]
+
+    # verl: the same rollouts; the replay batch in its own row order
+    order = interleave_order()
+    rows = torch.as_tensor(order)
+    batch = verl_batch(tr, part, order)
+    r_order = np.arange(r * G).reshape(r, G)[::-1].reshape(-1).copy()  # groups swapped, rows in order within
+    r_batch = verl_batch(tr, extra, r_order)
+    trainer = make_trainer(settings, tr, None, None, tmp_path)
+    trainer._hook.curriculum.load_state_dict(BANK)
+    calls = iter([(part.old_lp[rows], part.entropys[rows]),
+                  (extra.old_lp[torch.as_tensor(r_order)], extra.entropys[torch.as_tensor(r_order)])])
+    group = trainer.actor_rollout_wg
+
+    def compute_log_prob(td):
+        group.old_lp, group.entropys = next(calls)
+        return MockActorGroup.compute_log_prob(group, td)
+
+    group.compute_log_prob = compute_log_prob
+    asked = []
+    trainer._vicurl_rollout = lambda pids: (asked.append(list(pids)), r_batch)[1]
+
+    reward_tensor, _ = extract_reward(batch)
+    old, _ = trainer._compute_old_log_prob(batch)
+    assert asked == [list(sel.replay)]
+    old.batch.pop("entropys")
+    batch = batch.union(old)
+    batch.batch["token_level_scores"] = reward_tensor
+    batch.batch["token_level_rewards"] = reward_tensor
+    batch = ray_trainer.compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=G)
+
+    # verl row i holds local (concatenated, prompt-major) row src[i]
+    src = order.copy()
+    slot_of = {int(g): j for j, g in enumerate(dropped)}
+    for i, lr in enumerate(order):
+        g, k = divmod(int(lr), G)
+        if g in slot_of:
+            src[i] = B * G + slot_of[g] * G + k
+    srct = torch.as_tensor(src)
+    mask = full.rollouts.response_mask[srct].float()
+    assert torch.equal(batch.batch["response_mask"], full.rollouts.response_mask[srct])
+    torch.testing.assert_close(batch.batch["token_level_scores"].sum(-1), full.rewards[srct])
+    torch.testing.assert_close(batch.batch["advantages"] * mask, full.advantages[srct] * mask)
+    torch.testing.assert_close(batch.batch["old_log_probs"], full.old_lp[srct] * mask)
+    assert len(set(batch.non_tensor_batch["uid"])) == B
+
+    trainer._update_actor(batch)
+    sent = trainer.actor_rollout_wg.sent
+    gbs = tu.get(sent, "global_batch_size")
+    kept = sent["response_mask"].sum(-1) > 0
+    is_w = sent["rollout_is_weights"][:, 0]
+    # each sequence's share of the loss, w_i / normalizer, policy and (weighted) KL term alike
+    verl_share = torch.where(kept, is_w / gbs, torch.zeros_like(is_w))
+    kl_share = torch.where(kept, torch.full_like(is_w, 1.0 / gbs), torch.zeros_like(is_w))
+    local_share = seq_w[srct].float() / (len(full.ids) * G)
+    torch.testing.assert_close(verl_share, local_share)
+    torch.testing.assert_close(kl_share, local_share)
+    # what the verl batch no longer holds (the replaced dropped prompts) weighed nothing locally
+    gone = torch.as_tensor(sorted(set(range(B * G)) - set(src.tolist())))
+    assert (seq_w[gone] == 0).all()
+    rec = json.loads((tmp_path / "work" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert rec["curriculum/replayed"] == r and rec["reward/mean"] == pytest.approx(float(full.rewards.mean()))
+    for k, v in final.metrics.items():
+        assert rec[k] == (None if not np.isfinite(v) else pytest.approx(v, rel=1e-6, abs=1e-9)), k
+    assert trainer._hook.curriculum.state_dict() == tr.curriculum.state_dict()

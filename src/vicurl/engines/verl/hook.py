@@ -126,6 +126,19 @@ class _Scored:
     seq_w: torch.Tensor | None = None  # after a replay: per-sequence weights of the merged batch, prompt-major
 
 
+def _in_order(part: _Scored, ids: list[str], group_size: int) -> _Scored:
+    """``part`` with its prompts (groups) in the order of ``ids``."""
+    g = int(group_size)
+    pos = {pid: i for i, pid in enumerate(part.prompt_ids)}
+    groups = torch.as_tensor([pos[i] for i in ids], dtype=torch.long)
+    seqs = (groups[:, None] * g + torch.arange(g)).reshape(-1)
+    s = part.scored
+    scored = engine_step.Scored(s.rewards[seqs], s.correct[seqs], s.advantages[seqs], s.confidence[groups],
+                                s.keep[groups], s.metrics)
+    return _Scored(part.rows.reshape(-1, g)[groups.numpy()].reshape(-1), list(ids), scored, part.lengths[seqs],
+                   part.metrics, part.t0, part.truncated[seqs], part.entropys[seqs], part.mask[seqs])
+
+
 class Hook:
     """Settings, curriculum and per-step state of one run inside verl's trainer."""
 
@@ -211,8 +224,9 @@ class Hook:
         if p.selection is None or not p.selection.replay:
             raise RuntimeError("Hook.merge_replay without a selection asking for replay")
         G, B, r = self.G, len(p.prompt_ids), len(replayed.prompt_ids)
-        if replayed.prompt_ids != list(p.selection.replay):
+        if sorted(replayed.prompt_ids) != sorted(p.selection.replay):
             raise RuntimeError(f"replayed prompts {replayed.prompt_ids} are not the ones asked for {p.selection.replay}")
+        replayed = _in_order(replayed, list(p.selection.replay), G)  # the local engine's order
         rb = engine_step.curriculum_batch(replayed.scored, replayed.lengths, replayed.prompt_ids, step,
                                           self.total_steps, self.seed, G, engine_step.reward_bounded(self.reward))
         final = self.curriculum.after_replay(p.selection, p.cb, rb)
