@@ -7,6 +7,7 @@ TensorDicts in verl's no-padding layout). No Ray, no GPU: no end-to-end verl run
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import re
@@ -677,3 +678,33 @@ def test_vcrl_replay_equals_the_local_engine(reward, char_model_dir, tmp_path, m
     for k, v in final.metrics.items():
         assert rec[k] == (None if not np.isfinite(v) else pytest.approx(v, rel=1e-6, abs=1e-9)), k
     assert trainer._hook.curriculum.state_dict() == tr.curriculum.state_dict()
+
+
+@pytest.mark.parametrize("curriculum", ["vcrl", "adarft", "sent"])
+def test_selecting_curricula_compose_with_verls_config(curriculum):
+    settings = settings_for("oracle", curriculum, total_steps=313, batch_size=128, group_size=8,
+                            max_response_length=3072, curriculum_params=dict(DEMO["curricula"][curriculum]))
+    ov = launch.overrides(settings, model_path="Qwen/Qwen2.5-Math-1.5B", train_files="/d/t.parquet", work_dir="/w",
+                          settings_path="/w/s.json", train_set="/d/t.parquet", vocab_size=151936, n_train=40315,
+                          prompt_stats="/r/prompt_stats.parquet")
+    c = launch.compose(ov)
+    assert c.data.dataloader_num_workers == (0 if curriculum in ("adarft", "sent") else 8)
+    assert c.data.filter_overlong_prompts is False and c.vicurl.prompt_stats == "/r/prompt_stats.parquet"
+
+
+def test_config_check_refuses_what_verl_cannot_run():
+    """A setting the verl engine refuses fails when the workflow parses the config, naming the key."""
+    cfg = paper_config()
+    cfg["curricula"].update(vcrl={}, adarft={}, sent={}, soft_confidence={})
+    cfg["studies"]["main"]["settings"]["oracle"] = ["none", "vcrl", "adarft", "sent", "vicurl"]
+    runs_lib.check(cfg)  # the paper's oracle x {none, vcrl, adarft, sent, vicurl} runs on verl
+    bad = copy.deepcopy(cfg)
+    bad["studies"]["main"]["settings"]["oracle"].append("soft_confidence")
+    with pytest.raises(ValueError, match=r"studies\.main\.settings\.oracle: 'soft_confidence'.*train\.weight_kl"):
+        runs_lib.check(bad)
+    bad = copy.deepcopy(cfg)
+    bad["studies"]["main"]["train"] = {"mini_batch_size": 32}
+    with pytest.raises(ValueError, match=r"studies\.main\.settings\.oracle: 'vcrl'.*train\.mini_batch_size"):
+        runs_lib.check(bad)
+    bad["engine"] = "local"
+    runs_lib.check(bad)  # the local engine runs both

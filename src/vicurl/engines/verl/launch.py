@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
+from vicurl.engines.verl.support import PROPOSING
 
 # the config's `verl` section (config/schema.yaml documents each key)
 VERL_DEFAULTS: dict[str, Any] = {
@@ -81,6 +82,10 @@ def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, wo
         "data.shuffle": True,
         "data.seed": int(settings.get("seed", 0)),
         "data.truncation": "error",
+        "data.filter_overlong_prompts": False,  # dataset row i stays training-set row i (the curricula index it)
+        # a curriculum that chooses the prompts (AdaRFT, SENT) must see a step's rewards before the next
+        # batch is drawn: no worker processes prefetching batches (vicurl.engines.verl.sampler)
+        "data.dataloader_num_workers": 0 if settings.get("curriculum", "none") in PROPOSING else 8,
         # the policy
         "actor_rollout_ref.model.path": model_path,
         "actor_rollout_ref.model.custom_chat_template": VERBATIM_TEMPLATE,
@@ -165,6 +170,13 @@ def run(settings: dict[str, Any], model_path: str, train_set: str, work_dir: str
     from vicurl.io import write_json
 
     check_settings(settings)
+    from vicurl.curriculum import make_curriculum
+
+    cur = make_curriculum(settings.get("curriculum", "none"), settings.get("curriculum_params") or {})
+    if cur.needs_stats and not prompt_stats:
+        raise ValueError(f"curriculum {cur.name!r} needs the prompt_stats rule's table ({list(cur.needs_stats)}): "
+                         f"pass --prompt-stats")
+    prompt_stats = str(Path(prompt_stats).resolve()) if prompt_stats else None  # the trainer runs in a Ray actor
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     settings_path = work / "settings.json"
