@@ -9,8 +9,11 @@ results back onto verl's rows:
 ``score``    after the old-policy pass: rewards (all four sources, oracle included, so both
              engines grade with the same code), advantages, confidences; writes the rewards
              into the batch's token-level scores *in place* (before verl computes advantages)
+``select``   then the curriculum's selection (``Curriculum.select``)
+``merge_replay``  VCRL: the replayed prompts' scored rollouts take dropped prompts' rows
 ``weigh``    before the actor update: the curriculum's w_j / beta_t per row, turned into a
-             ``LossPlan`` verl's loss computes exactly (see ``loss_plan``)
+             ``LossPlan`` verl's loss computes exactly (see ``loss_plan``); the curriculum
+             observes the step
 
 Nothing here needs Ray or a GPU.
 """
