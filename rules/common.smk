@@ -47,6 +47,17 @@ def base_model_input(model):
     return [base_model_dir(model)] if "build" in config["models"][model] else []
 
 
+VERL_ENGINE = config["engine"] == "verl"
+
+
+def train_resources():
+    """The train rule's resources: none for the local engine, GPUs, runtime and memory for verl."""
+    if not VERL_ENGINE:
+        return {}
+    v = config["verl"]
+    return {"gpu": v["n_gpus_per_node"], "runtime": v["runtime"], "mem_mb": v["mem_mb"]}
+
+
 def run_dir(w):
     return f"{R}/runs/{w.study}/{w.model}/{w.setting}/seed{w.seed}"
 

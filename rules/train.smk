@@ -2,6 +2,8 @@
 # outputs (Snakemake deletes declared outputs before a rerun), so a killed or preempted job
 # resumes from its last checkpoint; only the finished exports and metrics are declared (and
 # write-protected with `protect_outputs: true`), with the run's provenance (provenance.json).
+# engine: verl trains on GPUs in the `verl` conda env (resources from the config's `verl`
+# section, common.smk's train_resources); engine: local keeps the CPU env and no resources.
 
 
 rule train:
@@ -20,12 +22,14 @@ rule train:
         settings=lambda w: runs_lib.train_settings(config, run_of(w)),
         engine=config["engine"],
     threads: config["threads"]
+    resources:
+        **train_resources(),
     log:
         f"{R}/logs/train/{{study}}/{{model}}/{{setting}}/seed{{seed}}.log",
     benchmark:
         f"{R}/benchmarks/train/{{study}}/{{model}}/{{setting}}/seed{{seed}}.tsv"
     conda:
-        "../envs/cpu.yaml"
+        "../envs/verl.yaml" if VERL_ENGINE else "../envs/cpu.yaml"
     script:
         "../workflow_scripts/train.py"
 

@@ -10,18 +10,23 @@ from vicurl.workflow import setup
 
 log = setup(snakemake)
 settings = dict(snakemake.params.settings)
-if snakemake.params.engine != "local":
-    raise SystemExit(f"engine {snakemake.params.engine!r} is not available in this build; use engine: local")
+stats_path = snakemake.input.prompt_stats[0] if snakemake.input.prompt_stats else None  # AdaRFT, SENT
+if snakemake.params.engine == "verl":  # GPU cluster: verl 0.9.1 with the same hooks (vicurl.engines.verl)
+    from vicurl.engines.verl.launch import run as run_verl
 
-from vicurl.engines.local import LocalTrainer, TrainConfig  # noqa: E402  (after logging is set up)
+    run_verl(settings, snakemake.params.model_dir, snakemake.input.train_set, snakemake.params.work_dir,
+             snakemake.output.checkpoints, snakemake.output.metrics, verl=dict(snakemake.config.get("verl") or {}),
+             prompt_stats=stats_path)
+else:
+    from vicurl.engines.local import LocalTrainer, TrainConfig
 
-cfg = TrainConfig.from_dict(settings)
-stats = pd.read_parquet(snakemake.input.prompt_stats[0]) if snakemake.input.prompt_stats else None  # AdaRFT, SENT
-trainer = LocalTrainer(cfg, snakemake.params.model_dir, schema.read(snakemake.input.train_set), snakemake.params.work_dir,
-                       prompt_stats=stats)
-trainer.run()
-out = Path(snakemake.output.checkpoints)
-trainer.publish({s: out / f"step{s}" for s in cfg.export_steps}, snakemake.output.metrics)
+    cfg = TrainConfig.from_dict(settings)
+    stats = pd.read_parquet(stats_path) if stats_path else None
+    trainer = LocalTrainer(cfg, snakemake.params.model_dir, schema.read(snakemake.input.train_set),
+                           snakemake.params.work_dir, prompt_stats=stats)
+    trainer.run()
+    out = Path(snakemake.output.checkpoints)
+    trainer.publish({s: out / f"step{s}" for s in cfg.export_steps}, snakemake.output.metrics)
 write_json(snakemake.output.settings, settings)
 # the resolved config, package versions and git commit of this run (written last, atomically)
 w = snakemake.wildcards

@@ -56,6 +56,13 @@ def response_mask_from_ids(response_ids: torch.Tensor, eos_token_id: int) -> tup
     return mask, truncated
 
 
+def decode_responses(tokenizer, response_ids: torch.Tensor, response_mask: torch.Tensor) -> list[str]:
+    """Response texts: the tokens under the mask, special tokens removed (both engines)."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    ids = torch.where(response_mask.bool(), response_ids, torch.full_like(response_ids, pad))
+    return tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+
 @torch.no_grad()
 def sample(
     model,
@@ -110,6 +117,6 @@ def sample(
     )
     response_mask, truncated = response_mask_from_ids(response_ids, tokenizer.eos_token_id)
     response_ids = torch.where(response_mask.bool(), response_ids, torch.full_like(response_ids, pad))
-    texts = tokenizer.batch_decode(response_ids, skip_special_tokens=True)
+    texts = decode_responses(tokenizer, response_ids, response_mask)
     model.train(was_training)
     return Rollouts(prompt_ids, prompt_mask, response_ids, response_mask, texts, truncated)

@@ -74,6 +74,18 @@ def check(config: dict[str, Any]) -> None:
         for step in s.get("eval_steps", []) or []:
             if int(step) not in steps_ok:
                 raise ValueError(f"{where}.eval_steps: step {step} is outside the study's 1..{train['total_steps']} training steps")
+    if config.get("engine", "local") == "verl":
+        from vicurl.engines.verl.support import refusal  # plain Python: no verl or torch import here
+
+        seen = set()
+        for run in runs(config):
+            if (run.study, run.model, run.reward, run.curriculum) in seen:
+                continue
+            seen.add((run.study, run.model, run.reward, run.curriculum))
+            why = refusal(train_settings(config, run))
+            if why is not None:
+                raise ValueError(f"studies.{run.study}.settings.{run.reward}: {run.curriculum!r} cannot run on "
+                                 f"engine: verl: {why}")
     probes = config.get("probes", {}) or {}
     for study in probes.get("studies", []):
         if study not in config["studies"]:

@@ -31,8 +31,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from vicurl import rewards as reward_sources
 from verl.utils.torch_functional import logprobs_from_logits
 
-from vicurl.algos.confidence import logprobs_and_entropy, mean_token_entropy, prompt_confidence
-from vicurl.algos.grpo import LossConfig, group_advantages, grpo_loss
+from vicurl.algos.confidence import logprobs_and_entropy
+from vicurl.algos.grpo import LossConfig, grpo_loss
+from vicurl.engines import step as engine_step
 from vicurl.curriculum import Batch, make_curriculum
 from vicurl.generation import Rollouts, sample
 from vicurl.io import atomic_path, write_text
@@ -93,9 +94,7 @@ class TrainConfig:
         return LossConfig(self.clip_ratio, self.kl_coef, self.kl_type, self.loss_agg_mode, self.weight_kl)
 
 
-def _seed_for(*parts: int) -> int:
-    """A deterministic 31-bit seed from integers (numpy's SeedSequence mixing)."""
-    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
+_seed_for = engine_step.seed_for  # (the probes import it from here)
 
 
 def sequence_logprobs(model, rollouts: Rollouts, rows: slice | torch.Tensor, temperature: float, with_entropy: bool):
@@ -170,10 +169,7 @@ class LocalTrainer:
 
     def batch_indices(self, step: int) -> np.ndarray:
         """Prompts of step ``step`` (1-based): a fresh seeded permutation each epoch, last partial batch dropped."""
-        per_epoch = len(self.train_df) // self.cfg.batch_size
-        epoch, pos = divmod(step - 1, per_epoch)
-        perm = np.random.default_rng(_seed_for(self.cfg.seed, 1, epoch)).permutation(len(self.train_df))
-        return perm[pos * self.cfg.batch_size : (pos + 1) * self.cfg.batch_size]
+        return engine_step.batch_indices(len(self.train_df), self.cfg.batch_size, self.cfg.seed, step)
 
     # ------------------------------------------------------------ one step
 
@@ -212,43 +208,31 @@ class LocalTrainer:
             rollouts = first_of_each_group(rollouts, self.n_votes, G)
         self.policy.eval()  # no dropout in scoring passes
         old_lp, entropys = self._logprobs(self.policy, rollouts, torch.arange(len(rollouts.texts)), with_entropy=True)
-        mask = rollouts.response_mask
-        index = np.repeat(np.arange(len(ids)), G)  # the group (prompt) of every sequence
-        # rewards from the same pi_old entropies (rollout temperature) that give the confidences
-        problems = dict(
+        scored = engine_step.score(
+            cfg.reward, cfg.reward_params, rollouts.texts, rollouts.response_mask, entropys,
             golds=[str(a) for a in rows["answer"]],
             answer_types=list(rows["answer_type"]) if "answer_type" in rows else None,
             options=[list(o) for o in rows["options"]] if "options" in rows else None,
+            group_size=G, vocab_size=self.vocab_size, vote_texts=vote_texts,
         )
-        rew = reward_sources.group_rewards(cfg.reward, cfg.reward_params, rollouts.texts, **problems,
-                                           entropies=mean_token_entropy(entropys, mask), group_size=G,
-                                           vote_texts=vote_texts)
-        correct = rew.rewards if cfg.reward == "oracle" else \
-            reward_sources.group_rewards("oracle", {}, rollouts.texts, **problems, group_size=G).rewards
         return _Part(
             ids=list(ids),
             rollouts=rollouts,
             old_lp=old_lp,
             entropys=entropys,
-            rewards=rew.rewards,
-            correct=correct,
-            advantages=group_advantages(rew.rewards, mask, index),
-            confidence=prompt_confidence(entropys, mask, index, self.vocab_size),
-            keep=rew.keep,
-            reward_metrics=rew.metrics,
+            rewards=scored.rewards,
+            correct=scored.correct,
+            advantages=scored.advantages,
+            confidence=scored.confidence,
+            keep=scored.keep,
+            reward_metrics=scored.metrics,
         )
 
     def _batch(self, part: "_Part", step: int) -> Batch:
-        G = self.cfg.group_size
-        return Batch(
-            confidence=part.confidence,
-            rewards=part.rewards.view(-1, G),
-            lengths=part.rollouts.lengths.view(-1, G).float(),
-            prompt_ids=part.ids,
-            step=step,
-            total_steps=self.cfg.total_steps,
-            seed=self.cfg.seed,
-        )
+        scored = engine_step.Scored(part.rewards, part.correct, part.advantages, part.confidence, part.keep, {})
+        return engine_step.curriculum_batch(scored, part.rollouts.lengths, part.ids, step, self.cfg.total_steps,
+                                            self.cfg.seed, self.cfg.group_size,
+                                            engine_step.reward_bounded(self.cfg.reward))
 
     def train_step(self, step: int) -> dict[str, Any]:
         cfg, G = self.cfg, self.cfg.group_size
@@ -266,19 +250,14 @@ class LocalTrainer:
         t_rollout = time.perf_counter() - t0
 
         t1 = time.perf_counter()
-        seq_w = (selection.weights * part.keep.to(selection.weights.dtype)).repeat_interleave(G)  # EMPO's drop
+        seq_w = engine_step.sequence_weights(selection.weights, part.keep, G)  # EMPO's drop
         update = self._update(step, part.rollouts, part.old_lp, part.advantages, seq_w)
         t_update = time.perf_counter() - t1
 
-        mask = part.rollouts.response_mask
-        tok_ent = (part.entropys * mask).sum() / mask.sum()
         return {
             "step": step,
-            "reward/mean": float(part.rewards.mean()),
-            "reward/oracle_acc": float(part.correct.float().mean()),
-            "response_length/mean": float(part.rollouts.lengths.float().mean()),
-            "response_length/truncated": float(part.rollouts.truncated.float().mean()),
-            "actor/entropy": float(tok_ent),
+            **engine_step.rollout_metrics(part.rewards, part.correct, part.rollouts.lengths, part.rollouts.truncated,
+                                          part.entropys, part.rollouts.response_mask),
             **part.reward_metrics,
             **selection.metrics,
             **update,
@@ -466,9 +445,7 @@ class _Part:
         )
 
 
-def _mean_metrics(a: dict[str, float], na: int, b: dict[str, float], nb: int) -> dict[str, float]:
-    """Per-prompt means of two parts, weighted by their numbers of prompts."""
-    return {k: (a[k] * na + b[k] * nb) / max(na + nb, 1) if k in a and k in b else a.get(k, b.get(k)) for k in {**a, **b}}
+_mean_metrics = engine_step.mean_metrics
 
 
 def _finite(metrics: dict[str, Any]) -> dict[str, Any]:

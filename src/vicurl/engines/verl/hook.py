@@ -1,0 +1,308 @@
+"""The VI-CuRL step inside verl's GRPO loop, on verl's own batches (``verl.protocol.DataProto``).
+
+verl keeps a batch's rows in its own order (``trainer.balance_batch`` reorders them across
+data-parallel ranks); the G rollouts of a prompt share a ``uid``. ``Hook`` puts the rows in
+prompt-major order (groups in order of first appearance, rows in batch order within a group),
+calls the pure functions of `vicurl.engines.step` that the local engine calls, and maps the
+results back onto verl's rows:
+
+``score``    after the old-policy pass: rewards (all four sources, oracle included, so both
+             engines grade with the same code), advantages, confidences; writes the rewards
+             into the batch's token-level scores *in place* (before verl computes advantages)
+``select``   then the curriculum's selection (``Curriculum.select``)
+``merge_replay``  VCRL: the replayed prompts' scored rollouts take dropped prompts' rows
+``weigh``    before the actor update: the curriculum's w_j / beta_t per row, turned into a
+             ``LossPlan`` verl's loss computes exactly (see ``loss_plan``); the curriculum
+             observes the step
+
+Nothing here needs Ray or a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from vicurl import rewards as reward_sources
+from vicurl.algos.grpo import outcome_to_token_rewards
+from vicurl.curriculum import Batch, Selection, make_curriculum
+from vicurl.engines import step as engine_step
+from vicurl.engines.verl import support
+
+# curricula the verl engine runs (all of them; `support` says how, and what it refuses)
+SUPPORTED_CURRICULA = support.CURRICULA
+UNSUPPORTED_CURRICULA: dict[str, str] = {}
+
+
+def check_settings(settings: dict[str, Any]) -> None:
+    """Settings the verl engine cannot run exactly: an error naming the config key."""
+    why = support.refusal(settings)
+    if why is not None:
+        raise ValueError(f"engine verl: {why}")
+    reward_sources.check_params(settings.get("reward", "oracle"), settings.get("reward_params", {}))
+
+
+# ---------------------------------------------------------------- rows and groups
+
+
+def group_rows(uids: np.ndarray, group_size: int) -> np.ndarray:
+    """Row indices in prompt-major order: groups by first appearance of their uid, rows in
+    batch order within a group. Every group must have ``group_size`` rows."""
+    uids = np.asarray(uids)
+    _, first, inverse = np.unique(uids, return_index=True, return_inverse=True)
+    rank = np.argsort(np.argsort(first))  # group id -> its first-appearance rank
+    order = np.lexsort((np.arange(len(uids)), rank[inverse]))
+    counts = np.bincount(inverse)
+    if (counts != group_size).any():
+        raise ValueError(f"every prompt needs {group_size} rollouts (actor_rollout_ref.rollout.n); got {sorted(set(counts))}")
+    return order
+
+
+def _field(row_dicts: np.ndarray, key: str, default: Any = None) -> list[Any]:
+    return [(d or {}).get(key, default) if isinstance(d, dict) else default for d in row_dicts]
+
+
+# ---------------------------------------------------------------- the loss plan
+
+
+@dataclass
+class LossPlan:
+    """How the curriculum weights enter verl's actor loss, exactly.
+
+    verl's loss per mini-batch of N sequences (seq-mean-token-mean, normalizer ``global_batch_size``):
+        1/gbs * sum_i [ is_w_i * pg_i + kl_coef * kl_i ],  sequences with an all-zero response mask
+    contributing nothing. The local engine's (and the paper's) loss is
+        1/N * sum_i w_i * [ pg_i + kl_coef * kl_i ]    (weight_kl)   or   1/N * sum_i [ w_i pg_i + kl_coef kl_i ].
+    With ``keep`` (rows whose response mask stays), ``is_weights`` and ``scale`` s below and
+    gbs = N / s, the two are equal.
+    """
+
+    keep: torch.Tensor  # (N,) bool
+    is_weights: torch.Tensor  # (N,) rollout_is_weights per sequence (broadcast over tokens)
+    scale: float  # s: the normalizer global_batch_size is divided by it
+
+
+def loss_plan(seq_w: torch.Tensor, weight_kl: bool, kl_on: bool, atol: float = 1e-6) -> LossPlan:
+    """The per-row masks and weights that make verl's loss the weighted loss of ``seq_w``.
+
+    - no KL term, or KL not weighted: every row stays, rollout_is_weights = w, s = 1 (exact for any w)
+    - weighted KL: rows with w = 0 get an all-zero response mask (no policy nor KL term), the kept
+      rows rollout_is_weights = w / s and the normalizer N / s, s their common weight; exact when the
+      kept rows share one weight (every beta-share curriculum: 1/beta_t), which is checked.
+    """
+    w = seq_w.float()
+    if not kl_on or not weight_kl:
+        return LossPlan(torch.ones_like(w, dtype=torch.bool), w.clone(), 1.0)
+    keep = w != 0
+    if not keep.any():
+        return LossPlan(keep, torch.zeros_like(w), 1.0)
+    s = float(w[keep].max())
+    if float((w[keep] - s).abs().max()) > atol * max(1.0, abs(s)):
+        raise ValueError("weighted KL with non-uniform curriculum weights: verl's KL loss has no per-sample "
+                         "weight; set train.weight_kl: false")
+    return LossPlan(keep, torch.where(keep, w / s, torch.zeros_like(w)), s)
+
+
+# ---------------------------------------------------------------- the hook
+
+
+@dataclass
+class _Scored:
+    rows: np.ndarray  # prompt-major order of the batch rows
+    prompt_ids: list[str]
+    scored: engine_step.Scored
+    lengths: torch.Tensor  # (N,) prompt-major
+    metrics: dict[str, float] = field(default_factory=dict)
+    t0: float = 0.0
+    truncated: torch.Tensor | None = None  # (N,) prompt-major
+    entropys: torch.Tensor | None = None  # (N, R) prompt-major
+    mask: torch.Tensor | None = None  # (N, R) prompt-major response mask
+    cb: Batch | None = None  # what the curriculum saw (after a replay: batch + replayed)
+    selection: Selection | None = None  # the curriculum's choice (after a replay: the final one)
+    seq_w: torch.Tensor | None = None  # after a replay: per-sequence weights of the merged batch, prompt-major
+
+
+def _in_order(part: _Scored, ids: list[str], group_size: int) -> _Scored:
+    """``part`` with its prompts (groups) in the order of ``ids``."""
+    g = int(group_size)
+    pos = {pid: i for i, pid in enumerate(part.prompt_ids)}
+    groups = torch.as_tensor([pos[i] for i in ids], dtype=torch.long)
+    seqs = (groups[:, None] * g + torch.arange(g)).reshape(-1)
+    s = part.scored
+    scored = engine_step.Scored(s.rewards[seqs], s.correct[seqs], s.advantages[seqs], s.confidence[groups],
+                                s.keep[groups], s.metrics)
+    return _Scored(part.rows.reshape(-1, g)[groups.numpy()].reshape(-1), list(ids), scored, part.lengths[seqs],
+                   part.metrics, part.t0, part.truncated[seqs], part.entropys[seqs], part.mask[seqs])
+
+
+class Hook:
+    """Settings, curriculum and per-step state of one run inside verl's trainer."""
+
+    def __init__(self, settings: dict[str, Any], train_df: pd.DataFrame, tokenizer, vocab_size: int,
+                 total_steps: int, metrics_path: str | Path | None = None, prompt_stats: pd.DataFrame | None = None):
+        check_settings(settings)
+        self.settings = dict(settings)
+        self.G = int(settings.get("group_size", 8))
+        self.reward = settings.get("reward", "oracle")
+        self.reward_params = dict(settings.get("reward_params") or {})
+        self.weight_kl = bool(settings.get("weight_kl", True))
+        self.kl_on = float(settings.get("kl_coef", 0.001)) > 0
+        self.seed = int(settings.get("seed", 0))
+        self.total_steps = int(total_steps)
+        self.tokenizer = tokenizer
+        self.vocab_size = int(vocab_size)
+        self.metrics_path = Path(metrics_path) if metrics_path else None
+        self.ids = [str(i) for i in train_df["id"]]  # verl's dataset row i is training-set row i
+        self.curriculum = make_curriculum(settings.get("curriculum", "none"), settings.get("curriculum_params") or {})
+        self.curriculum.setup(train_df, batch_size=int(settings.get("batch_size", 128)), total_steps=self.total_steps,
+                              seed=self.seed, stats=prompt_stats)
+        self.pending: _Scored | None = None
+
+    # -------------------------------------------------------- after the old-policy pass
+
+    def score(self, batch, entropys: torch.Tensor) -> _Scored:
+        """Rewards, advantages and confidences of a verl batch; the rewards go into
+        ``batch.batch["rm_scores"]`` in place (the tensor verl's ``extract_reward`` handed out)."""
+        self.pending = self.score_part(batch, entropys)
+        return self.pending
+
+    def score_part(self, batch, entropys: torch.Tensor) -> _Scored:
+        """``score`` without making the batch the step's pending one (VCRL's replayed prompts)."""
+        t0 = time.perf_counter()
+        rows = group_rows(batch.non_tensor_batch["uid"], self.G)
+        idx = torch.as_tensor(rows, dtype=torch.long)
+        mask = batch.batch["response_mask"][idx]
+        responses = batch.batch["responses"][idx]
+        texts = engine_step.decode_responses(self.tokenizer, responses, mask)
+        first = rows[:: self.G]
+        ntb = batch.non_tensor_batch
+        extra = ntb["extra_info"][first] if "extra_info" in ntb else np.array([{}] * len(first), dtype=object)
+        golds = [str(g) for g in _field(ntb["reward_model"][first], "ground_truth", "")]
+        prompt_ids = [str(i) for i in _field(extra, "id")]
+        answer_types = [t or "math" for t in _field(extra, "answer_type", "math")]
+        options = [list(o) if o is not None else [] for o in _field(extra, "options", [])]
+        ent = entropys[idx].float()
+        scored = engine_step.score(self.reward, self.reward_params, texts, mask, ent, golds=golds,
+                                   answer_types=answer_types, options=options, group_size=self.G,
+                                   vocab_size=self.vocab_size)
+        rm = batch.batch["rm_scores"]
+        rm.zero_()
+        rm[idx] = outcome_to_token_rewards(scored.rewards, mask).to(rm.dtype)
+        lengths = mask.sum(-1)
+        eos = self.tokenizer.eos_token_id
+        truncated = ~((responses == eos) & mask.bool()).any(-1) if eos is not None else lengths >= mask.shape[1]
+        metrics = {**engine_step.rollout_metrics(scored.rewards, scored.correct, lengths, truncated, ent, mask),
+                   **scored.metrics}
+        return _Scored(rows, prompt_ids, scored, lengths, metrics, t0, truncated, ent, mask)
+
+    def select(self, step: int) -> Selection:
+        """The curriculum's selection over the pending batch (``Curriculum.select``, as the local engine)."""
+        p = self._pending()
+        p.cb = engine_step.curriculum_batch(p.scored, p.lengths, p.prompt_ids, step, self.total_steps, self.seed,
+                                            self.G, engine_step.reward_bounded(self.reward))
+        p.selection = self.curriculum.select(p.cb)
+        return p.selection
+
+    def merge_replay(self, replayed: _Scored, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """VCRL: the replayed prompts (``replayed``, their own verl batch, scored) take the rows of
+        dropped prompts of the pending batch; returns (rows of the batch, rows of the replay batch)
+        to copy, one replayed prompt onto one dropped prompt, in prompt-major order.
+
+        The local engine appends the r replayed prompts to the B of the batch and weighs kept and
+        replayed prompts (B + r) / (K + r) over a loss normalized by (B + r) G sequences
+        (`VCRL.after_replay`). Here the batch keeps its B G rows (verl's loss normalizer B G) and a
+        replayed prompt replaces a dropped one (weight 0 there, so nothing of it is lost to the
+        update): the weights are scaled by B / (B + r), which makes every sequence's term of the
+        loss, 1/N w_i l_i, the local engine's. Metrics are computed over the B + r prompts as the
+        local engine's.
+        """
+        p = self._pending()
+        if p.selection is None or not p.selection.replay:
+            raise RuntimeError("Hook.merge_replay without a selection asking for replay")
+        G, B, r = self.G, len(p.prompt_ids), len(replayed.prompt_ids)
+        if sorted(replayed.prompt_ids) != sorted(p.selection.replay):
+            raise RuntimeError(f"replayed prompts {replayed.prompt_ids} are not the ones asked for {p.selection.replay}")
+        replayed = _in_order(replayed, list(p.selection.replay), G)  # the local engine's order
+        rb = engine_step.curriculum_batch(replayed.scored, replayed.lengths, replayed.prompt_ids, step,
+                                          self.total_steps, self.seed, G, engine_step.reward_bounded(self.reward))
+        final = self.curriculum.after_replay(p.selection, p.cb, rb)
+        slots = np.flatnonzero(p.selection.mask.numpy() == 0)[:r]
+        if len(slots) < r:
+            raise RuntimeError(f"{r} replayed prompts but only {len(slots)} dropped prompts to replace")
+        w = final.weights[:B].clone().float()
+        keep = p.scored.keep.clone()
+        for j, g in enumerate(slots):
+            w[g] = float(final.weights[B + j])
+            keep[g] = replayed.scored.keep[j]
+        p.seq_w = engine_step.sequence_weights(w * (B / (B + r)), keep, G)
+        s, q = p.scored, replayed.scored
+        cat = torch.cat
+        metrics = {**engine_step.rollout_metrics(cat([s.rewards, q.rewards]), cat([s.correct, q.correct]),
+                                                 cat([p.lengths, replayed.lengths]),
+                                                 cat([p.truncated, replayed.truncated]),
+                                                 cat([p.entropys, replayed.entropys]), cat([p.mask, replayed.mask])),
+                   **engine_step.mean_metrics(s.metrics, B, q.metrics, r)}
+        p.metrics = metrics
+        p.cb, p.selection = p.cb.concat(rb), final
+        dest = np.concatenate([p.rows[g * G : (g + 1) * G] for g in slots])
+        src = np.concatenate([replayed.rows[j * G : (j + 1) * G] for j in range(r)])
+        return dest, src
+
+    def _pending(self) -> _Scored:
+        if self.pending is None:
+            raise RuntimeError("the old-policy pass did not run (rollout correction's bypass mode skips it; the "
+                               "verl engine does not support it)")
+        return self.pending
+
+    # -------------------------------------------------------- before the actor update
+
+    def weigh(self, batch, step: int) -> tuple[torch.Tensor, LossPlan, Selection, Batch]:
+        """Per-row weights w_j / beta_t of the curriculum (in verl's row order) and their loss plan;
+        the curriculum observes the step (AdaRFT moves its target before the next batch is drawn)."""
+        p = self._pending()
+        if p.selection is None:
+            self.select(step)
+        if p.selection.replay and p.seq_w is None:
+            raise RuntimeError(f"curriculum {self.curriculum.name!r} asked for replay, which the trainer did not roll out")
+        selection, cb = p.selection, p.cb
+        self.curriculum.observe(cb, selection)
+        seq_w = p.seq_w if p.seq_w is not None else engine_step.sequence_weights(selection.weights, p.scored.keep, self.G)
+        w_rows = torch.zeros(len(p.rows), dtype=torch.float32)
+        w_rows[torch.as_tensor(p.rows, dtype=torch.long)] = seq_w.float()
+        return w_rows, loss_plan(w_rows, self.weight_kl, self.kl_on), selection, cb
+
+    def record(self, step: int, selection: Selection, plan: LossPlan, actor_metrics: dict[str, float]) -> dict[str, Any]:
+        """The step's row of ``metrics.jsonl`` (the local engine's columns), appended to the file."""
+        p = self.pending
+        rec = {"step": int(step), **p.metrics, **selection.metrics, **actor_metrics,
+               "actor/update_seqs": float(plan.keep.sum()),
+               "time/step_s": time.perf_counter() - p.t0}
+        if self.metrics_path is not None:
+            self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.metrics_path, "a") as f:
+                f.write(json.dumps(_finite(rec), sort_keys=True) + "\n")
+        self.pending = None
+        return rec
+
+
+def _finite(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in metrics.items()}
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The metrics file of a (possibly resumed) run: the last record of each step, in step order."""
+    by_step: dict[int, dict[str, Any]] = {}
+    p = Path(path)
+    if p.exists():
+        for line in p.read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                by_step[int(rec["step"])] = rec
+    return [by_step[s] for s in sorted(by_step)]

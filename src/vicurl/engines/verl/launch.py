@@ -1,0 +1,241 @@
+"""Launch one training run on verl: settings -> Hydra overrides -> ``VICuRLTrainer`` -> exports.
+
+    python -m vicurl.engines.verl.launch --settings train_config.json --model Qwen/Qwen2.5-Math-1.5B \\
+        --train-set results/paper/data/deepscaler.parquet --work-dir .../_work \\
+        --checkpoints .../checkpoints --metrics .../metrics.jsonl [--verl-config verl.json]
+
+(the train rule calls ``run`` directly when ``engine: verl``). ``overrides`` is a pure function
+of the run's settings (`vicurl.runs.train_settings`) and the config's ``verl`` section; a test
+composes verl's own ``ppo_trainer.yaml`` with it for every run of config/paper.yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+from functools import reduce
+from pathlib import Path
+from typing import Any
+
+from vicurl.engines.verl.data import VERBATIM_TEMPLATE
+from vicurl.engines.verl.support import PROPOSING
+
+# the config's `verl` section (config/schema.yaml documents each key)
+VERL_DEFAULTS: dict[str, Any] = {
+    "n_gpus_per_node": 8,
+    "nnodes": 1,
+    "rollout_tensor_parallel": 1,
+    "gpu_memory_utilization": 0.6,
+    "max_token_len_per_gpu": 16384,
+    "overrides": [],
+}
+
+
+def _q(v: Any) -> str:
+    """A Hydra override value: strings quoted (paths and templates contain = , / { })."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_q(x) for x in v) + "]"
+    s = str(v).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{s}'"
+
+
+def save_freq(settings: dict[str, Any]) -> int:
+    """verl saves every save_freq steps (and the last): every step to export, and at least every
+    ``save_every`` steps, must be a save."""
+    total = int(settings["total_steps"])
+    steps = [int(s) for s in settings.get("export_steps", []) if int(s) != total]
+    return reduce(math.gcd, steps, int(settings.get("save_every", 10)))
+
+
+def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, work_dir: str, settings_path: str,
+              train_set: str, vocab_size: int, n_train: int, verl: dict[str, Any] | None = None,
+              prompt_stats: str | None = None) -> list[str]:
+    """verl Hydra overrides of one run (algorithms.md section 1 for the GRPO settings)."""
+    v = {**VERL_DEFAULTS, **(verl or {})}
+    b, g, total = int(settings.get("batch_size", 128)), int(settings.get("group_size", 8)), int(settings["total_steps"])
+    if n_train < b:
+        raise ValueError(f"training set has {n_train} rows, fewer than train.batch_size={b}")
+    epochs = math.ceil(total / (n_train // b))
+    mini = settings.get("mini_batch_size") or b
+    kl = float(settings.get("kl_coef", 0.001))
+    work = Path(work_dir)
+    max_tok = max(int(v["max_token_len_per_gpu"]),
+                  int(settings.get("max_prompt_length", 512)) + int(settings.get("max_response_length", 3072)))
+    out = {
+        # GRPO
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.norm_adv_by_std_in_grpo": True,
+        "algorithm.use_kl_in_reward": False,
+        # data
+        "data.train_files": train_files,
+        "data.val_files": train_files,  # verl requires one; validation is off (the workflow evaluates)
+        "data.train_batch_size": b,
+        "data.max_prompt_length": int(settings.get("max_prompt_length", 512)),
+        "data.max_response_length": int(settings.get("max_response_length", 3072)),
+        "data.shuffle": True,
+        "data.seed": int(settings.get("seed", 0)),
+        "data.truncation": "error",
+        "data.filter_overlong_prompts": False,  # dataset row i stays training-set row i (the curricula index it)
+        # a curriculum that chooses the prompts (AdaRFT, SENT) must see a step's rewards before the next
+        # batch is drawn: no worker processes prefetching batches (vicurl.engines.verl.sampler)
+        "data.dataloader_num_workers": 0 if settings.get("curriculum", "none") in PROPOSING else 8,
+        # the policy
+        "actor_rollout_ref.model.path": model_path,
+        "actor_rollout_ref.model.custom_chat_template": VERBATIM_TEMPLATE,
+        "actor_rollout_ref.actor.strategy": "fsdp2",
+        "actor_rollout_ref.actor.optim.lr": float(settings.get("lr", 3e-6)),
+        "actor_rollout_ref.actor.optim.weight_decay": float(settings.get("weight_decay", 0.01)),
+        "actor_rollout_ref.actor.optim.betas": [float(x) for x in settings.get("adam_betas", (0.9, 0.999))],
+        "actor_rollout_ref.actor.optim.clip_grad": float(settings.get("grad_clip", 1.0)),
+        "actor_rollout_ref.actor.grad_clip": float(settings.get("grad_clip", 1.0)),
+        "actor_rollout_ref.actor.ppo_mini_batch_size": int(mini),
+        "actor_rollout_ref.actor.ppo_epochs": int(settings.get("ppo_epochs", 1)),
+        "actor_rollout_ref.actor.use_dynamic_bsz": True,
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": max_tok,
+        "actor_rollout_ref.actor.clip_ratio": float(settings.get("clip_ratio", 0.2)),
+        "actor_rollout_ref.actor.clip_ratio_low": float(settings.get("clip_ratio", 0.2)),
+        "actor_rollout_ref.actor.clip_ratio_high": float(settings.get("clip_ratio", 0.2)),
+        "actor_rollout_ref.actor.use_kl_loss": kl > 0,
+        "actor_rollout_ref.actor.kl_loss_coef": kl,
+        "actor_rollout_ref.actor.kl_loss_type": settings.get("kl_type", "low_var_kl"),
+        "actor_rollout_ref.actor.entropy_coeff": 0.0,
+        "actor_rollout_ref.actor.loss_agg_mode": settings.get("loss_agg_mode", "seq-mean-token-mean"),
+        "actor_rollout_ref.actor.checkpoint.save_contents": ["model", "optimizer", "extra", "hf_model"],
+        "actor_rollout_ref.actor.checkpoint.load_contents": ["model", "optimizer", "extra"],
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": True,
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": max_tok,
+        # rollouts
+        "actor_rollout_ref.rollout.name": "vllm",
+        "actor_rollout_ref.rollout.n": g,
+        "actor_rollout_ref.rollout.temperature": float(settings.get("temperature", 1.0)),
+        "actor_rollout_ref.rollout.top_p": float(settings.get("top_p", 1.0)),
+        "actor_rollout_ref.rollout.top_k": -1,
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": int(v["rollout_tensor_parallel"]),
+        "actor_rollout_ref.rollout.gpu_memory_utilization": float(v["gpu_memory_utilization"]),
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True,
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": max_tok,
+        # rewards: the hook grades every rollout itself; verl's reward loop only places zeros
+        "reward.custom_reward_function.path": str(Path(__file__).with_name("reward_fn.py")),
+        "reward.custom_reward_function.name": "zero_score",
+        # the loop
+        "trainer.use_v1": False,
+        "trainer.total_epochs": epochs,
+        "trainer.total_training_steps": total,
+        "trainer.n_gpus_per_node": int(v["n_gpus_per_node"]),
+        "trainer.nnodes": int(v["nnodes"]),
+        "trainer.save_freq": save_freq(settings),
+        "trainer.max_actor_ckpt_to_keep": int(settings.get("keep_checkpoints", 1)),
+        "trainer.resume_mode": "auto",
+        "trainer.default_local_dir": str(work / "verl_checkpoints"),
+        "trainer.test_freq": -1,
+        "trainer.val_before_train": False,
+        "trainer.logger": ["console", "file"],
+        "trainer.project_name": "vicurl",
+        "trainer.experiment_name": f"{settings.get('reward', 'oracle')}-{settings.get('curriculum', 'none')}-seed{settings.get('seed', 0)}",
+    }
+    lines = [f"{k}={_q(val)}" for k, val in out.items()]
+    vicurl = {"settings": settings_path, "train_set": train_set, "work_dir": str(work), "vocab_size": int(vocab_size)}
+    if prompt_stats:
+        vicurl["prompt_stats"] = prompt_stats
+    lines += [f"+vicurl.{k}={_q(val)}" for k, val in vicurl.items()]
+    return lines + [str(o) for o in v["overrides"]]
+
+
+def compose(override_list: list[str]):
+    """verl's ``ppo_trainer`` config with the overrides (Hydra's compose API, the package's config dir)."""
+    import verl
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return hydra_compose(config_name="ppo_trainer", overrides=override_list)
+
+
+def run(settings: dict[str, Any], model_path: str, train_set: str, work_dir: str, checkpoints: str, metrics: str,
+        verl: dict[str, Any] | None = None, prompt_stats: str | None = None) -> None:
+    """Train (resuming from ``work_dir``), then publish the exports and metrics (GPU machine)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from vicurl.data import schema
+    from vicurl.engines.verl.data import build_prompts, to_verl_frame
+    from vicurl.engines.verl.hook import check_settings
+    from vicurl.io import write_json
+
+    check_settings(settings)
+    from vicurl.curriculum import make_curriculum
+
+    cur = make_curriculum(settings.get("curriculum", "none"), settings.get("curriculum_params") or {})
+    if cur.needs_stats and not prompt_stats:
+        raise ValueError(f"curriculum {cur.name!r} needs the prompt_stats rule's table ({list(cur.needs_stats)}): "
+                         f"pass --prompt-stats")
+    prompt_stats = str(Path(prompt_stats).resolve()) if prompt_stats else None  # the trainer runs in a Ray actor
+    work = Path(work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    settings_path = work / "settings.json"
+    write_json(settings_path, settings)
+    df = schema.read(train_set)
+    tok = AutoTokenizer.from_pretrained(model_path)
+    prompts = build_prompts(df, settings.get("prompt_order", "question_first"), tok, bool(settings.get("chat_template")))
+    train_files = work / "verl_train.parquet"
+    to_verl_frame(df, prompts).to_parquet(train_files)
+    vocab = int(AutoConfig.from_pretrained(model_path).vocab_size)
+    ov = overrides(settings, model_path=model_path, train_files=str(train_files), work_dir=str(work),
+                   settings_path=str(settings_path), train_set=str(Path(train_set).resolve()), vocab_size=vocab,
+                   n_train=len(df), verl=verl, prompt_stats=prompt_stats)
+    os.environ.setdefault("VERL_FILE_LOGGER_PATH", str(work / "verl_log.jsonl"))
+    config = compose(ov)
+
+    from verl.trainer.main_ppo import run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    from vicurl.engines.verl.runner import VICuRLTaskRunner
+
+    auto_set_device(config)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    run_ppo(config, task_runner_class=VICuRLTaskRunner)
+    publish(work, settings.get("export_steps", []), checkpoints, metrics)
+
+
+def publish(work_dir: str | Path, export_steps, checkpoints: str | Path, metrics: str | Path) -> None:
+    """Copy ``<work>/exports/step{N}`` to ``checkpoints/step{N}`` and write ``metrics.jsonl``."""
+    from vicurl.engines.verl.hook import read_metrics
+    from vicurl.io import atomic_path, write_text
+
+    work = Path(work_dir)
+    for step in export_steps:
+        src = work / "exports" / f"step{step}"
+        if not src.exists():
+            raise RuntimeError(f"no export for step {step} in {src}")
+        with atomic_path(Path(checkpoints) / f"step{step}") as tmp:
+            shutil.copytree(src, tmp)
+    write_text(metrics, "".join(json.dumps(m, sort_keys=True) + "\n" for m in read_metrics(work / "metrics.jsonl")))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--settings", required=True, help="the run's train_config.json (vicurl.runs.train_settings)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--train-set", required=True)
+    p.add_argument("--work-dir", required=True)
+    p.add_argument("--checkpoints", required=True)
+    p.add_argument("--metrics", required=True)
+    p.add_argument("--verl-config", help="JSON of the config's `verl` section")
+    p.add_argument("--prompt-stats")
+    a = p.parse_args(argv)
+    verl = json.loads(Path(a.verl_config).read_text()) if a.verl_config else None
+    run(json.loads(Path(a.settings).read_text()), a.model, a.train_set, a.work_dir, a.checkpoints, a.metrics, verl,
+        a.prompt_stats)
+
+
+if __name__ == "__main__":
+    main()

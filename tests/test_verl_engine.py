@@ -1,0 +1,710 @@
+"""The verl engine on CPU: verl's own trainer methods on real DataProto batches, against the local engine.
+
+``VICuRLTrainer`` is built with ``object.__new__`` and the attributes its methods read; the actor
+worker group is mocked at its API boundary (``compute_log_prob`` / ``update_actor`` take and return
+TensorDicts in verl's no-padding layout). No Ray, no GPU: no end-to-end verl run happens here.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import re
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from omegaconf import OmegaConf
+from tensordict import TensorDict
+
+from verl import DataProto
+from verl.trainer.ppo import ray_trainer
+from verl.trainer.ppo.core_algos import AdvantageEstimator
+from verl.trainer.ppo.reward import extract_reward
+from verl.utils import tensordict_utils as tu
+
+from vicurl import runs as runs_lib
+from vicurl.algos.grpo import grpo_loss
+from vicurl.engines import local as local_engine
+from vicurl.engines.local import LocalTrainer, TrainConfig
+from vicurl.engines.step import sequence_weights
+from vicurl.engines.verl import hook as hook_lib
+from vicurl.engines.verl import launch
+from vicurl.engines.verl.data import VERBATIM_TEMPLATE, build_prompts, to_verl_frame
+from vicurl.engines.verl.hook import Hook, loss_plan
+from vicurl.engines.verl.sampler import CurriculumSampler
+from vicurl.engines.verl.trainer import OVERRIDES, VICuRLTrainer
+from vicurl.generation import Rollouts
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
+B, G, R = 4, 4, 10
+
+# every prompt of the batch gets G responses: right, wrong, unboxed, repeated answers
+RESPONSES = [
+    ["\\boxed{1}", "\\boxed{1}", "\\boxed{2}", "no"],
+    ["\\boxed{5}", "\\boxed{3}", "\\boxed{3}", "\\boxed{3}"],
+    ["\\boxed{7}", "\\boxed{8}", "\\boxed{9}", "\\boxed{6}"],
+    ["x", "\\boxed{4}", "\\boxed{4}", "\\boxed{4}"],
+]
+
+
+def problems(n=8):
+    return pd.DataFrame({"id": [f"p{i}" for i in range(n)], "question": [f"Compute {i} + 1." for i in range(n)],
+                         "answer": [str(i + 1) for i in range(n)], "answer_type": ["math"] * n,
+                         "options": [[] for _ in range(n)]})
+
+
+def prompt_stats(n=8):
+    """The prompt_stats rule's table (AdaRFT's difficulty, SENT's semantic entropy) for ``problems(n)``."""
+    return pd.DataFrame({"id": [f"p{i}" for i in range(n)],
+                         "difficulty": [float((37 * i) % 100) for i in range(n)],
+                         "semantic_entropy": [float((5 * i) % 7) / 3 for i in range(n)]})
+
+
+def settings_for(reward, curriculum, **kw):
+    s = dict(total_steps=4, batch_size=B, group_size=G, max_response_length=R, micro_batch_size=16, seed=3,
+             reward=reward, reward_params=dict(DEMO["rewards"].get(reward) or {}),
+             curriculum=curriculum, curriculum_params=dict(DEMO["curricula"].get(curriculum) or {}),
+             export_steps=[4])
+    s.update(kw)
+    return s
+
+
+def fixed_rollouts(tokenizer, prompts, responses=RESPONSES):
+    """What ``sample`` would return: B x G responses, EOS-terminated, right-padded to R."""
+    tokenizer.padding_side = "left"
+    enc = tokenizer([p for p in prompts for _ in range(G)], return_tensors="pt", padding=True, add_special_tokens=False)
+    texts = [t for group in responses[: len(prompts)] for t in group]
+    ids = torch.full((len(texts), R), tokenizer.pad_token_id)
+    mask = torch.zeros(len(texts), R, dtype=torch.long)
+    truncated = torch.zeros(len(texts), dtype=torch.bool)
+    for i, t in enumerate(texts):
+        tok = tokenizer(t, add_special_tokens=False)["input_ids"][: R - 1] + [tokenizer.eos_token_id]
+        ids[i, : len(tok)] = torch.tensor(tok)
+        mask[i, : len(tok)] = 1
+    return Rollouts(enc["input_ids"], enc["attention_mask"], ids, mask, texts, truncated)
+
+
+def local_step(model_dir, tmp_path, monkeypatch, settings, step=2):
+    """The local engine on the fixed rollouts: its _Part, selection and per-sequence weights."""
+    cfg = TrainConfig.from_dict({k: v for k, v in settings.items()})
+    tr = LocalTrainer(cfg, model_dir, problems(), tmp_path / "local", prompt_stats=prompt_stats())
+    ids = tr.ids[:B]
+    roll = fixed_rollouts(tr.tokenizer, [tr.prompts[tr.row_of[i]] for i in ids])
+    monkeypatch.setattr(local_engine, "sample", lambda *a, **k: roll)
+    part = tr._rollout(ids, seed=0)
+    batch = tr._batch(part, step)
+    selection = tr.curriculum.select(batch)
+    return tr, part, selection, sequence_weights(selection.weights, part.keep, G)
+
+
+def interleave_order():
+    """A verl-like row order (``balance_batch`` reorders rows): groups round-robin, so first
+    appearances stay in prompt order and rows keep their order within a group (float sums then
+    add up in the local engine's order: confidences equal bit for bit)."""
+    return np.array([g * G + j for j in range(G) for g in range(B)])
+
+
+def verl_batch(tr, part, order):
+    """The local rollouts as a verl batch, rows in ``order``: verl's keys and layout."""
+    roll = part.rollouts
+    df = tr.train_df.iloc[[tr.row_of[i] for i in part.ids]]
+    uids = np.repeat([str(uuid.uuid4()) for _ in range(len(part.ids))], G)
+    input_ids = torch.cat([roll.prompt_ids, roll.response_ids], 1)
+    attn = torch.cat([roll.prompt_mask, roll.response_mask], 1)
+    tensors = {
+        "prompts": roll.prompt_ids, "responses": roll.response_ids, "input_ids": input_ids, "attention_mask": attn,
+        "position_ids": (attn.cumsum(-1) - 1).clamp(min=0), "response_mask": roll.response_mask,
+        "rm_scores": torch.zeros(len(uids), R),
+    }
+    rows = torch.as_tensor(order)
+    reward_model = np.array([{"ground_truth": str(a)} for a in df["answer"] for _ in range(G)], dtype=object)
+    extra = np.array([{"id": pid, "answer_type": "math", "options": []} for pid in part.ids for _ in range(G)], dtype=object)
+    return DataProto(
+        batch=TensorDict({k: v[rows] for k, v in tensors.items()}, batch_size=[len(order)]),
+        non_tensor_batch={"uid": uids[order], "reward_model": reward_model[order], "extra_info": extra[order]},
+        meta_info={"temperature": 1.0},
+    )
+
+
+def to_no_padding(values: torch.Tensor, td: TensorDict) -> torch.Tensor:
+    """Response values (N, R) as the worker returns them: one jagged row per sequence of its
+    valid tokens, the value of response token t at position (prompt_len + t - 1)."""
+    attn = td["attention_mask"]
+    p = td["prompts"].shape[1]
+    rows, offsets = [], [0]
+    for i in range(attn.shape[0]):
+        pl, rl = int(attn[i, :p].sum()), int(attn[i, p:].sum())
+        seq = torch.zeros(pl + rl, dtype=values.dtype)
+        seq[pl - 1 : pl - 1 + rl] = values[i, :rl]
+        rows.append(seq)
+        offsets.append(offsets[-1] + pl + rl)
+    return torch.nested.nested_tensor_from_jagged(torch.cat(rows), offsets=torch.tensor(offsets))
+
+
+class MockActorGroup:
+    """The actor/rollout worker group at its API boundary."""
+
+    def __init__(self, old_lp, entropys):
+        self.old_lp, self.entropys, self.sent = old_lp, entropys, None
+        self._dispatch_info = {"actor": [0]}
+
+    def compute_log_prob(self, td):
+        assert tu.get(td, "calculate_entropy") is True
+        out = TensorDict({"log_probs": to_no_padding(self.old_lp, td), "entropy": to_no_padding(self.entropys, td)},
+                         batch_size=[])
+        tu.assign_non_tensor(out, metrics={"mfu": 0.0})
+        return out
+
+    def update_actor(self, td):
+        self.sent = td
+        out = TensorDict({}, batch_size=[])
+        tu.assign_non_tensor(out, metrics={"actor/pg_loss": [0.1, 0.3], "actor/grad_norm": [1.0], "mfu": [0.5]})
+        return out
+
+
+def make_trainer(settings, tr, old_lp_rows, ent_rows, tmp_path, ppo_mini=B):
+    t = object.__new__(VICuRLTrainer)
+    t.config = OmegaConf.create({
+        "actor_rollout_ref": {
+            "actor": {"calculate_sum_pi_squared": False, "calculate_entropy": False, "entropy_coeff": 0.0,
+                      "ppo_mini_batch_size": ppo_mini, "ppo_epochs": 1, "data_loader_seed": 42, "shuffle": False},
+            "rollout": {"n": G, "temperature": 1.0, "multi_turn": {"enable": False}},
+        },
+        "trainer": {"default_local_dir": str(tmp_path / "ckpt")},
+        "vicurl": {"work_dir": str(tmp_path / "work")},
+    })
+    t.tokenizer = tr.tokenizer
+    t.global_steps = 2
+    t.total_training_steps = settings["total_steps"]
+    t.actor_rollout_wg = MockActorGroup(old_lp_rows, ent_rows)
+    t._hook = Hook(settings, tr.train_df, tr.tokenizer, tr.vocab_size, settings["total_steps"],
+                   metrics_path=tmp_path / "work" / "metrics.jsonl", prompt_stats=prompt_stats())
+    return t
+
+
+SUPPORTED = [c for c in DEMO["curricula"] if c in hook_lib.SUPPORTED_CURRICULA]
+CASES = [(r, c) for r in ("oracle", "majority_vote", "entropy", "semantic") for c in SUPPORTED]
+
+
+def test_every_demo_curriculum_runs_on_verl():
+    assert set(DEMO["curricula"]) == set(SUPPORTED) and not hook_lib.UNSUPPORTED_CURRICULA
+    for c in DEMO["curricula"]:
+        hook_lib.check_settings(settings_for("oracle", c, weight_kl=c != "soft_confidence"))
+
+
+@pytest.mark.parametrize("reward,curriculum", CASES)
+def test_rewards_advantages_and_weights_equal_the_local_engine(reward, curriculum, char_model_dir, tmp_path, monkeypatch):
+    weight_kl = curriculum != "soft_confidence"  # soft weights need the unweighted-KL variant on verl
+    settings = settings_for(reward, curriculum, weight_kl=weight_kl)
+    tr, part, selection, seq_w = local_step(char_model_dir, tmp_path, monkeypatch, settings)
+    order = interleave_order()
+    batch = verl_batch(tr, part, order)
+    rows = torch.as_tensor(order)
+    trainer = make_trainer(settings, tr, part.old_lp[rows], part.entropys[rows], tmp_path)
+
+    # fit(): extract_reward, then the old-policy pass (our override), then the scores -> advantages
+    reward_tensor, _ = extract_reward(batch)
+    old, _ = trainer._compute_old_log_prob(batch)
+    mask = part.rollouts.response_mask[rows].float()  # verl's layout: zeros past the response
+    torch.testing.assert_close(old.batch["old_log_probs"], part.old_lp[rows] * mask)
+    torch.testing.assert_close(old.batch["entropys"], part.entropys[rows] * mask)
+    old.batch.pop("entropys")
+    batch = batch.union(old)
+    batch.batch["token_level_scores"] = reward_tensor
+    batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
+    batch = ray_trainer.compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=G)
+
+    torch.testing.assert_close(batch.batch["token_level_scores"].sum(-1), part.rewards[rows])
+    torch.testing.assert_close(batch.batch["advantages"] * mask, part.advantages[rows] * mask)
+    scored = trainer._hook.pending.scored
+    torch.testing.assert_close(scored.confidence, part.confidence)
+    assert torch.equal(scored.keep, part.keep)
+
+    # the update: what reaches the worker group weights every sequence as the local loss does
+    out = trainer._update_actor(batch)
+    logged = ray_trainer.reduce_metrics(out.meta_info["metrics"])  # what fit() hands verl's logger
+    assert logged["curriculum/beta_actual"] == pytest.approx(selection.metrics["curriculum/beta_actual"])
+    assert f"reward/{reward}/mean" in logged and logged["actor/pg_loss"] == pytest.approx(0.2)
+    sent = trainer.actor_rollout_wg.sent
+    n = B * G
+    scale = n / tu.get(sent, "global_batch_size")
+    loss_mask = sent["response_mask"]
+    kept = loss_mask.sum(-1) > 0
+    is_w = sent["rollout_is_weights"][:, 0]
+    pg_w = torch.where(kept, is_w * scale, torch.zeros_like(is_w))
+    kl_w = torch.where(kept, torch.full_like(is_w, scale), torch.zeros_like(is_w))
+    torch.testing.assert_close(pg_w, seq_w[rows].float())
+    if weight_kl:
+        torch.testing.assert_close(kl_w, seq_w[rows].float())
+    else:
+        torch.testing.assert_close(kl_w, torch.ones(n))
+    assert torch.equal(batch.batch["response_mask"], part.rollouts.response_mask[rows])  # fit's metrics unchanged
+    rec = json.loads((tmp_path / "work" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert rec["step"] == 2 and rec["reward/mean"] == pytest.approx(float(part.rewards.mean()))
+    assert rec["actor/pg_loss"] == pytest.approx(0.2) and rec["actor/update_seqs"] == float((loss_mask.sum(-1) > 0).sum())
+    for k, v in selection.metrics.items():
+        assert rec[k] == (None if not np.isfinite(v) else pytest.approx(v, rel=1e-6, abs=1e-9)), k
+
+
+def test_verl_loss_equals_the_local_loss(char_model_dir, tmp_path, monkeypatch):
+    """verl's worker loss (``verl.workers.utils.losses.ppo_loss``) on the TensorDict the trainer
+    sends equals the local engine's ``grpo_loss``: value and gradient, weighted KL included."""
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.utils.losses import ppo_loss
+
+    settings = settings_for("oracle", "vicurl", curriculum_params={"beta_start": 0.25}, kl_coef=0.5)  # step 2: beta 0.5; a KL term that counts
+    tr, part, selection, seq_w = local_step(char_model_dir, tmp_path, monkeypatch, settings)
+    assert 0 < int((seq_w == 0).sum()) < B * G  # some prompts dropped, some kept
+    order = interleave_order()
+    rows = torch.as_tensor(order)
+    batch = verl_batch(tr, part, order)
+    trainer = make_trainer(settings, tr, part.old_lp[rows], part.entropys[rows], tmp_path)
+    old, _ = trainer._compute_old_log_prob(batch)
+    old.batch.pop("entropys")
+    batch = batch.union(old)
+    ref_lp = part.old_lp - 0.05 * torch.arange(R).float()  # a reference policy that differs
+    batch.batch["ref_log_prob"] = ref_lp[rows]
+    batch.batch["advantages"] = part.advantages[rows]
+    trainer._update_actor(batch)
+    sent = trainer.actor_rollout_wg.sent
+
+    cfg = launch.compose(launch.overrides(settings, model_path=str(char_model_dir), train_files="t.parquet",
+                                          work_dir=str(tmp_path), settings_path="s.json", train_set="t.parquet",
+                                          vocab_size=tr.vocab_size, n_train=8))
+    actor_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    torch.manual_seed(0)
+    logp = (part.old_lp + 0.1 * torch.randn_like(part.old_lp)).requires_grad_(True)
+    tu.assign_non_tensor(sent, dp_size=1, batch_num_tokens=int(sent["response_mask"].sum()))
+    verl_loss, _ = ppo_loss(actor_cfg, {"log_probs": to_no_padding(logp[rows], batch.batch)}, sent)
+    (g_verl,) = torch.autograd.grad(verl_loss, logp)
+    local_loss, _ = grpo_loss(logp, part.old_lp, part.advantages, part.rollouts.response_mask, seq_w, tr.cfg.loss,
+                              ref_log_prob=ref_lp, global_batch_size=B * G)
+    (g_local,) = torch.autograd.grad(local_loss, logp)
+    torch.testing.assert_close(verl_loss, local_loss, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(g_verl, g_local, rtol=1e-5, atol=1e-8)
+
+
+def test_loss_plan():
+    w = torch.tensor([2.0, 2.0, 0.0, 0.0])
+    p = loss_plan(w, weight_kl=True, kl_on=True)
+    assert p.keep.tolist() == [True, True, False, False] and p.scale == 2.0 and p.is_weights.tolist() == [1, 1, 0, 0]
+    p = loss_plan(w, weight_kl=False, kl_on=True)
+    assert p.keep.all() and p.scale == 1.0 and torch.equal(p.is_weights, w)
+    soft = torch.tensor([0.5, 1.5, 1.0, 1.0])
+    assert torch.equal(loss_plan(soft, weight_kl=True, kl_on=False).is_weights, soft)
+    with pytest.raises(ValueError, match="weight_kl"):
+        loss_plan(soft, weight_kl=True, kl_on=True)
+    assert not loss_plan(torch.zeros(4), weight_kl=True, kl_on=True).keep.any()
+
+
+def test_overridden_methods_exist_in_the_installed_verl():
+    """A verl upgrade that renames or reshapes what the trainer hooks into fails here."""
+    for name, params in OVERRIDES.items():
+        assert name in VICuRLTrainer.__dict__, name
+        base = getattr(ray_trainer.RayPPOTrainer, name)
+        assert tuple(inspect.signature(base).parameters) == params, name
+        assert tuple(inspect.signature(VICuRLTrainer.__dict__[name]).parameters) == params, name
+    # the order of fit() the hooks rely on
+    fit = inspect.getsource(ray_trainer.RayPPOTrainer.fit)
+    marks = ["extract_reward(batch)", "self._compute_old_log_prob(batch)", 'old_log_prob.batch.pop("entropys")',
+             'batch.batch["token_level_scores"] = reward_tensor', "compute_advantage(", "self._update_actor(batch)"]
+    pos = [fit.index(m) for m in marks]
+    assert pos == sorted(pos)
+    assert "self._save_checkpoint()" in fit
+    # the lines of fit that VICuRLTrainer._vicurl_rollout repeats to roll out VCRL's replayed prompts
+    for line in ['batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature',
+                 "gen_batch = self._get_gen_batch(batch)", 'gen_batch.meta_info["global_steps"] = self.global_steps',
+                 "gen_batch.repeat(repeat_times=rollout_n, interleave=True)",
+                 "self.async_rollout_manager.generate_sequences(combined_gen_batch)",
+                 "self.checkpoint_manager.sleep_replicas()", "self.checkpoint_manager.update_weights(self.global_steps)",
+                 "batch = batch.repeat(repeat_times=self.config.actor_rollout_ref.rollout.n, interleave=True)",
+                 "batch = batch.union(gen_batch_output)", 'batch.batch["response_mask"] = compute_response_mask(batch)',
+                 "for batch_dict in self.train_dataloader:", "self.global_steps += 1"]:
+        assert line in fit, line
+    # the dataloader CurriculumSampler relies on: single-process when num_workers=0, the sampler as given
+    cdl = inspect.getsource(ray_trainer.RayPPOTrainer._create_dataloader)
+    assert "sampler=train_sampler" in cdl and 'num_workers = self.config.data["dataloader_num_workers"]' in cdl
+    # extract_reward hands out the batch's own tensor (the in-place write reaches the advantages)
+    b = DataProto(batch=TensorDict({"rm_scores": torch.zeros(2, 3)}, batch_size=[2]))
+    assert extract_reward(b)[0] is b.batch["rm_scores"]
+    upd = inspect.getsource(ray_trainer.RayPPOTrainer._update_actor)
+    assert "global_batch_size=ppo_mini_batch_size" in upd and "self.actor_rollout_wg.update_actor(batch_td)" in upd
+    from verl.trainer import main_ppo_v0
+
+    assert main_ppo_v0.RayPPOTrainer is ray_trainer.RayPPOTrainer
+    assert "RayPPOTrainer(" in inspect.getsource(main_ppo_v0.TaskRunner.__ray_actor_class__.run)
+    from verl.workers.utils import losses
+
+    src = inspect.getsource(losses.ppo_loss)
+    assert '"rollout_is_weights" in data' in src and 'data["global_batch_size"]' in src
+
+
+def paper_config():
+    from snakemake.utils import validate
+
+    cfg = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    validate(cfg, str(ROOT / "config" / "schema.yaml"), set_default=True)
+    return cfg
+
+
+def test_paper_runs_compose_with_verls_config(tmp_path):
+    """verl's own config and its ``validate_config`` (what its ``main`` runs first) accept every run."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    cfg = paper_config()
+    assert cfg["engine"] == "verl"
+    seen = set()
+    for run in runs_lib.runs(cfg):
+        settings = runs_lib.train_settings(cfg, run)
+        hook_lib.check_settings(settings)
+        ov = launch.overrides(settings, model_path=cfg["models"][run.model]["hub_id"], train_files="/d/train.parquet",
+                              work_dir=f"/w/{run.path}/_work", settings_path="/w/s.json", train_set="/d/t.parquet",
+                              vocab_size=151936, n_train=40315, verl=cfg.get("verl"))
+        key = tuple(o for o in ov if "model.path" not in o and "_work" not in o)
+        if key in seen:  # the same overrides as a run already composed (seeds differ only in data.seed)
+            continue
+        seen.add(key)
+        c = launch.compose(ov)  # raises on any key verl's ppo_trainer.yaml rejects
+        validate_config(config=c, use_reference_policy=need_reference_policy(c), use_critic=need_critic(c))
+        assert need_reference_policy(c) and not need_critic(c)  # KL to the frozen initial policy; GRPO has no critic
+        a = c.actor_rollout_ref
+        assert c.trainer.use_v1 is False and c.trainer.resume_mode == "auto"
+        assert a.rollout.n == settings["group_size"] and a.actor.kl_loss_coef == settings["kl_coef"]
+        assert a.actor.optim.lr == settings["lr"] and c.data.train_batch_size == settings["batch_size"]
+        assert c.data.max_response_length == settings["max_response_length"]
+        assert c.trainer.total_training_steps == settings["total_steps"]
+        assert all(s % c.trainer.save_freq == 0 for s in settings["export_steps"] if s != settings["total_steps"])
+        assert a.model.custom_chat_template == VERBATIM_TEMPLATE and c.vicurl.vocab_size == 151936
+    assert seen
+
+
+def test_unknown_verl_key_is_rejected():
+    with pytest.raises(Exception, match="no_such_key"):
+        launch.compose(["actor_rollout_ref.actor.no_such_key=1"])
+
+
+def test_verl_dataset_format(char_model_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    df = problems(3).assign(options=[[], ["a", "b"], []], answer_type=["math", "multiple_choice", "math"])
+    tok = AutoTokenizer.from_pretrained(char_model_dir)
+    prompts = build_prompts(df, "question_first", tok, False)
+    out = to_verl_frame(df, prompts)
+    assert list(out.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    assert out["reward_model"][1] == {"style": "rule", "ground_truth": "2"}
+    assert out["extra_info"][1] == {"index": 1, "id": "p1", "answer_type": "multiple_choice", "options": ["a", "b"]}
+    path = tmp_path / "train.parquet"
+    out.to_parquet(path)
+    back = pd.read_parquet(path)
+    msgs = [dict(m) for m in back["prompt"][1]]
+    # verl renders the messages with the launcher's pass-through template: the local engine's prompt, unchanged
+    tok.chat_template = VERBATIM_TEMPLATE
+    rendered = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    assert rendered == prompts[1] and "B. b" in rendered
+
+
+def test_metrics_file_keeps_the_last_record_of_each_step(tmp_path):
+    p = tmp_path / "m.jsonl"
+    p.write_text('{"step": 1, "a": 1}\n{"step": 2, "a": 2}\n{"step": 2, "a": 3}\n')  # step 2 rerun after a resume
+    assert hook_lib.read_metrics(p) == [{"step": 1, "a": 1}, {"step": 2, "a": 3}]
+
+
+def test_save_freq_hits_every_export():
+    s = {"total_steps": 313, "save_every": 10, "export_steps": [50, 100, 150, 200, 250, 300, 313]}
+    assert launch.save_freq(s) == 10
+    assert launch.save_freq({"total_steps": 30, "save_every": 4, "export_steps": [10, 20, 30]}) == 2
+
+
+# ---------------------------------------------------------------- curricula that choose prompts (AdaRFT, SENT)
+
+
+class CheckpointingActorGroup(MockActorGroup):
+    """The mock worker group, with the checkpoint calls ``_save_checkpoint`` / ``_load_checkpoint`` make."""
+
+    def __init__(self, rollouts_of):
+        super().__init__(None, None)
+        self.rollouts_of = rollouts_of  # batch -> (old_lp, entropys) rows
+
+    def compute_log_prob(self, td):
+        self.old_lp, self.entropys = self.rollouts_of(td)
+        return super().compute_log_prob(td)
+
+    def save_checkpoint(self, local_path, remote_path, step, max_ckpt_to_keep=None):
+        Path(local_path, "huggingface").mkdir(parents=True, exist_ok=True)
+
+    def load_checkpoint(self, local_path, del_local_after_load=False):
+        pass
+
+
+def sampler_trainer(settings, tr, tmp_path, rollouts_of):
+    """A ``VICuRLTrainer`` whose dataloader is built by verl's own ``_create_dataloader`` (our override first)."""
+    t = object.__new__(VICuRLTrainer)
+    t.config = OmegaConf.create({
+        "actor_rollout_ref": {
+            "actor": {"calculate_sum_pi_squared": False, "calculate_entropy": False, "entropy_coeff": 0.0,
+                      "ppo_mini_batch_size": B, "ppo_epochs": 1, "data_loader_seed": 42, "shuffle": False,
+                      "checkpoint": {"async_save": False}, "optim": {"lr": 1e-6}},
+            "rollout": {"n": G, "temperature": 1.0, "multi_turn": {"enable": False}},
+        },
+        "data": {"train_batch_size": B, "gen_batch_size": None, "val_batch_size": None, "dataloader_num_workers": 0,
+                 "validation_shuffle": False},
+        "trainer": {"default_local_dir": str(tmp_path / "ckpt"), "default_hdfs_dir": None, "total_epochs": 2,
+                    "total_training_steps": settings["total_steps"], "resume_mode": "auto",
+                    "max_actor_ckpt_to_keep": 1, "del_local_ckpt_after_load": False},
+        "vicurl": {"work_dir": str(tmp_path / "work")},
+    })
+    t.tokenizer = tr.tokenizer
+    t.use_critic = False
+    t.actor_rollout_wg = CheckpointingActorGroup(rollouts_of)
+    t._hook = Hook(settings, tr.train_df, tr.tokenizer, tr.vocab_size, settings["total_steps"],
+                   metrics_path=tmp_path / "work" / "metrics.jsonl", prompt_stats=prompt_stats())
+    rows = [{"extra_info": {"id": pid}, "index": i} for i, pid in enumerate(tr.ids)]  # verl's dataset rows
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    t._create_dataloader(rows, rows, collate_fn, None)
+    return t
+
+
+def fit_like(t, run_step, stop_after=None):
+    """The loop of ``RayPPOTrainer.fit`` (0.9.1) around the step: resume, epochs, global_steps."""
+    t.global_steps = 0
+    t._load_checkpoint()
+    current_epoch = t.global_steps // len(t.train_dataloader)
+    t.global_steps += 1
+    for _epoch in range(current_epoch, t.config.trainer.total_epochs):
+        for batch_dict in t.train_dataloader:
+            run_step(t, batch_dict)
+            t._save_checkpoint()  # save_freq 1
+            if t.global_steps >= t.total_training_steps or t.global_steps == stop_after:
+                return
+            t.global_steps += 1
+
+
+@pytest.mark.parametrize("curriculum", ["adarft", "sent"])
+def test_proposed_batches_equal_the_local_engines_and_survive_a_resume(curriculum, char_model_dir, tmp_path,
+                                                                      monkeypatch):
+    """verl's dataloader with ``CurriculumSampler`` draws the local engine's prompts at every step
+    (the curriculum fed the same rewards in between), across an epoch boundary and after resuming
+    from a checkpoint inside an epoch and at an epoch boundary."""
+    params = {"target_start": 50.0} if curriculum == "adarft" else {}  # low rewards: the target moves down
+    settings = settings_for("oracle", curriculum, export_steps=[], curriculum_params=params)
+    cfg = TrainConfig.from_dict(settings)
+    tr = LocalTrainer(cfg, char_model_dir, problems(), tmp_path / "local", prompt_stats=prompt_stats())
+    monkeypatch.setattr(local_engine, "sample", lambda model, tok, prompts, *a, **k: fixed_rollouts(tok, prompts))
+    local_ids, parts = [], {}
+    rollout = tr._rollout
+
+    def recording(ids, seed):
+        part = rollout(ids, seed)
+        local_ids.append(list(ids))
+        parts[tuple(ids)] = part
+        return part
+
+    tr._rollout = recording
+    tr.run()  # the local engine, 4 steps (2 epochs of 2 batches)
+    assert len(local_ids) == 4 and len({tuple(i) for i in local_ids}) > 1
+    if curriculum == "adarft":
+        assert tr.curriculum.target != 50.0  # the rewards moved the target
+
+    # same rollouts on verl: pi_old's values of the prompts' local rollouts (the step's own; the
+    # policy moved in the local run, which changes confidences, not these curricula's choices)
+    fresh = LocalTrainer(cfg, char_model_dir, problems(), tmp_path / "local2", prompt_stats=prompt_stats())
+    order = interleave_order()
+    rows = torch.as_tensor(order)
+
+    def run_step(drawn):
+        def step(t, batch_dict):
+            ids = [e["id"] for e in batch_dict["extra_info"]]
+            drawn.append(ids)
+            part = fresh._rollout(ids, seed=0)
+            batch = verl_batch(fresh, part, order)
+            t.actor_rollout_wg.rollouts_of = lambda td: (part.old_lp[rows], part.entropys[rows])
+            reward_tensor, _ = extract_reward(batch)
+            old, _ = t._compute_old_log_prob(batch)
+            old.batch.pop("entropys")
+            batch = batch.union(old)
+            batch.batch["token_level_scores"] = reward_tensor
+            batch.batch["token_level_rewards"] = reward_tensor
+            batch = ray_trainer.compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=G)
+            t._update_actor(batch)
+        return step
+
+    drawn: list[list[str]] = []
+    t = sampler_trainer(settings, fresh, tmp_path / "a", None)
+    assert isinstance(t.train_dataloader.sampler, CurriculumSampler) and len(t.train_dataloader) == 2
+    fit_like(t, run_step(drawn))
+    assert drawn == local_ids
+    if curriculum == "adarft":
+        assert t._hook.curriculum.target == pytest.approx(tr.curriculum.target)
+
+    # interrupted after step 3 (inside epoch 2), resumed by a fresh trainer: step 4 as uninterrupted
+    first: list[list[str]] = []
+    t = sampler_trainer(settings, fresh, tmp_path / "b", None)
+    fit_like(t, run_step(first), stop_after=3)
+    resumed: list[list[str]] = []
+    t = sampler_trainer(settings, fresh, tmp_path / "b", None)
+    fit_like(t, run_step(resumed))
+    assert first + resumed == local_ids and len(resumed) == 1
+
+    # resumed at the epoch boundary (verl skips the dataloader state there): steps 3 and 4 as uninterrupted
+    (tmp_path / "b" / "ckpt" / "latest_checkpointed_iteration.txt").write_text("2")
+    resumed = []
+    t = sampler_trainer(settings, fresh, tmp_path / "b", None)
+    fit_like(t, run_step(resumed))
+    assert resumed == local_ids[2:]
+    state = json.loads((tmp_path / "b" / "ckpt" / "global_step_4" / "vicurl_curriculum.json").read_text())
+    assert state["curriculum"] == tr.curriculum.state_dict()
+
+
+def test_sampler_refuses_prefetching_workers(char_model_dir, tmp_path):
+    settings = settings_for("oracle", "sent", export_steps=[])
+    tr = LocalTrainer(TrainConfig.from_dict(settings), char_model_dir, problems(), tmp_path / "l",
+                      prompt_stats=prompt_stats())
+    t = object.__new__(VICuRLTrainer)
+    t.config = OmegaConf.create({"data": {"dataloader_num_workers": 8}, "vicurl": {}})
+    t._hook = Hook(settings, tr.train_df, tr.tokenizer, tr.vocab_size, 4, prompt_stats=prompt_stats())
+    with pytest.raises(RuntimeError, match="dataloader_num_workers must be 0"):
+        t._create_dataloader([], [], None, None)
+
+
+# ---------------------------------------------------------------- VCRL's replay
+
+REPLAY_RESPONSES = [
+    ["\\boxed{6}", "\\boxed{1}", "\\boxed{6}", "no"],  # p5, gold 6
+    ["\\boxed{7}", "\\boxed{7}", "\\boxed{2}", "\\boxed{7}"],  # p6, gold 7
+    ["\\boxed{8}", "x", "\\boxed{8}", "\\boxed{3}"],  # p7, gold 8
+]
+BANK = {"bank": {"p5": {"priority": 0.5, "inserted": 1, "replays": 0},
+                 "p6": {"priority": 0.2, "inserted": 1, "replays": 1},
+                 "p7": {"priority": 0.1, "inserted": 1, "replays": 0}}}
+
+
+@pytest.mark.parametrize("reward", ["oracle", "entropy"])
+def test_vcrl_replay_equals_the_local_engine(reward, char_model_dir, tmp_path, monkeypatch):
+    """One VCRL step with replay: the local engine appends the re-rolled bank prompts; verl's
+    trainer rolls them out in ``_compute_old_log_prob`` and puts them in dropped prompts' rows.
+    Rewards, advantages, old log-probs and every sequence's loss weight over its normalizer agree."""
+    # continuous rewards are min-max scaled per group (p high): a stricter kappa drops some prompts
+    settings = settings_for(reward, "vcrl", kl_coef=0.5,
+                            curriculum_params={"switch_step": 6, "kappa_early": 0.3 if reward == "oracle" else 0.9})
+    cfg = TrainConfig.from_dict(settings)
+    tr = LocalTrainer(cfg, char_model_dir, problems(), tmp_path / "local", prompt_stats=prompt_stats())
+    tr.curriculum.load_state_dict(BANK)
+    monkeypatch.setattr(local_engine, "sample", lambda model, tok, prompts, *a, **k: fixed_rollouts(
+        tok, prompts, RESPONSES if len(prompts) == B else REPLAY_RESPONSES))
+    step = 2
+    ids = tr.ids[:B]
+    # LocalTrainer.train_step up to the update
+    part = tr._rollout(ids, seed=0)
+    batch_l = tr._batch(part, step)
+    sel = tr.curriculum.select(batch_l)
+    assert sel.replay, "the fixture must drop prompts and replay bank entries"
+    extra = tr._rollout(sel.replay, seed=1)
+    final = tr.curriculum.after_replay(sel, batch_l, tr._batch(extra, step))
+    full = part.concat(extra, tr.tokenizer.pad_token_id)
+    tr.curriculum.observe(batch_l.concat(tr._batch(extra, step)), final)
+    seq_w = sequence_weights(final.weights, full.keep, G)
+    r = len(sel.replay)
+    dropped = np.flatnonzero(sel.mask.numpy() == 0)[:r]
+
+    # verl: the same rollouts; the replay batch in its own row order
+    order = interleave_order()
+    rows = torch.as_tensor(order)
+    batch = verl_batch(tr, part, order)
+    r_order = np.arange(r * G).reshape(r, G)[::-1].reshape(-1).copy()  # groups swapped, rows in order within
+    r_batch = verl_batch(tr, extra, r_order)
+    trainer = make_trainer(settings, tr, None, None, tmp_path)
+    trainer._hook.curriculum.load_state_dict(BANK)
+    calls = iter([(part.old_lp[rows], part.entropys[rows]),
+                  (extra.old_lp[torch.as_tensor(r_order)], extra.entropys[torch.as_tensor(r_order)])])
+    group = trainer.actor_rollout_wg
+
+    def compute_log_prob(td):
+        group.old_lp, group.entropys = next(calls)
+        return MockActorGroup.compute_log_prob(group, td)
+
+    group.compute_log_prob = compute_log_prob
+    asked = []
+    trainer._vicurl_rollout = lambda pids: (asked.append(list(pids)), r_batch)[1]
+
+    reward_tensor, _ = extract_reward(batch)
+    old, _ = trainer._compute_old_log_prob(batch)
+    assert asked == [list(sel.replay)]
+    old.batch.pop("entropys")
+    batch = batch.union(old)
+    batch.batch["token_level_scores"] = reward_tensor
+    batch.batch["token_level_rewards"] = reward_tensor
+    batch = ray_trainer.compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=G)
+
+    # verl row i holds local (concatenated, prompt-major) row src[i]
+    src = order.copy()
+    slot_of = {int(g): j for j, g in enumerate(dropped)}
+    for i, lr in enumerate(order):
+        g, k = divmod(int(lr), G)
+        if g in slot_of:
+            src[i] = B * G + slot_of[g] * G + k
+    srct = torch.as_tensor(src)
+    mask = full.rollouts.response_mask[srct].float()
+    assert torch.equal(batch.batch["response_mask"], full.rollouts.response_mask[srct])
+    torch.testing.assert_close(batch.batch["token_level_scores"].sum(-1), full.rewards[srct])
+    torch.testing.assert_close(batch.batch["advantages"] * mask, full.advantages[srct] * mask)
+    torch.testing.assert_close(batch.batch["old_log_probs"], full.old_lp[srct] * mask)
+    assert len(set(batch.non_tensor_batch["uid"])) == B
+
+    trainer._update_actor(batch)
+    sent = trainer.actor_rollout_wg.sent
+    gbs = tu.get(sent, "global_batch_size")
+    kept = sent["response_mask"].sum(-1) > 0
+    is_w = sent["rollout_is_weights"][:, 0]
+    # each sequence's share of the loss, w_i / normalizer, policy and (weighted) KL term alike
+    verl_share = torch.where(kept, is_w / gbs, torch.zeros_like(is_w))
+    kl_share = torch.where(kept, torch.full_like(is_w, 1.0 / gbs), torch.zeros_like(is_w))
+    local_share = seq_w[srct].float() / (len(full.ids) * G)
+    torch.testing.assert_close(verl_share, local_share)
+    torch.testing.assert_close(kl_share, local_share)
+    # what the verl batch no longer holds (the replaced dropped prompts) weighed nothing locally
+    gone = torch.as_tensor(sorted(set(range(B * G)) - set(src.tolist())))
+    assert (seq_w[gone] == 0).all()
+    rec = json.loads((tmp_path / "work" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert rec["curriculum/replayed"] == r and rec["reward/mean"] == pytest.approx(float(full.rewards.mean()))
+    for k, v in final.metrics.items():
+        assert rec[k] == (None if not np.isfinite(v) else pytest.approx(v, rel=1e-6, abs=1e-9)), k
+    assert trainer._hook.curriculum.state_dict() == tr.curriculum.state_dict()
+
+
+@pytest.mark.parametrize("curriculum", ["vcrl", "adarft", "sent"])
+def test_selecting_curricula_compose_with_verls_config(curriculum):
+    settings = settings_for("oracle", curriculum, total_steps=313, batch_size=128, group_size=8,
+                            max_response_length=3072, curriculum_params=dict(DEMO["curricula"][curriculum]))
+    ov = launch.overrides(settings, model_path="Qwen/Qwen2.5-Math-1.5B", train_files="/d/t.parquet", work_dir="/w",
+                          settings_path="/w/s.json", train_set="/d/t.parquet", vocab_size=151936, n_train=40315,
+                          prompt_stats="/r/prompt_stats.parquet")
+    c = launch.compose(ov)
+    assert c.data.dataloader_num_workers == (0 if curriculum in ("adarft", "sent") else 8)
+    assert c.data.filter_overlong_prompts is False and c.vicurl.prompt_stats == "/r/prompt_stats.parquet"
+
+
+def test_config_check_refuses_what_verl_cannot_run():
+    """A setting the verl engine refuses fails when the workflow parses the config, naming the key."""
+    cfg = paper_config()
+    cfg["curricula"].update(vcrl={}, adarft={}, sent={}, soft_confidence={})
+    cfg["studies"]["main"]["settings"]["oracle"] = ["none", "vcrl", "adarft", "sent", "vicurl"]
+    runs_lib.check(cfg)  # the paper's oracle x {none, vcrl, adarft, sent, vicurl} runs on verl
+    bad = copy.deepcopy(cfg)
+    bad["studies"]["main"]["settings"]["oracle"].append("soft_confidence")
+    with pytest.raises(ValueError, match=r"studies\.main\.settings\.oracle: 'soft_confidence'.*train\.weight_kl"):
+        runs_lib.check(bad)
+    bad = copy.deepcopy(cfg)
+    bad["studies"]["main"]["train"] = {"mini_batch_size": 32}
+    with pytest.raises(ValueError, match=r"studies\.main\.settings\.oracle: 'vcrl'.*train\.mini_batch_size"):
+        runs_lib.check(bad)
+    bad["engine"] = "local"
+    runs_lib.check(bad)  # the local engine runs both
