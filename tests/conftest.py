@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-import os
+import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
+
+def _real_benchmarks():
+    """tests/real_benchmarks.py (not a package module: pytest runs with --import-mode=importlib)."""
+    spec = importlib.util.spec_from_file_location("real_benchmarks", Path(__file__).with_name("real_benchmarks.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 CHARS = list("0123456789+-*=. ()<>/\\{}abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'\n,$:?")
 
@@ -34,6 +42,16 @@ def make_char_model(path, seed: int = 0, hidden: int = 32, layers: int = 1):
     return path
 
 
+@pytest.fixture(scope="module")
+def small_pool():
+    """A 2-worker symbolic grading pool with a 10 s timeout, closed after the module."""
+    from vicurl.grading import symbolic
+
+    pool = symbolic.configure(workers=2, timeout=10)
+    yield pool
+    pool.close()
+
+
 @pytest.fixture(scope="session")
 def char_model_dir(tmp_path_factory):
     return make_char_model(tmp_path_factory.mktemp("char_model") / "model")
@@ -44,21 +62,9 @@ def _one_thread():
     torch.set_num_threads(1)
 
 
-def find_benchmarks() -> Path | None:
-    """The real benchmark files: $VICURL_BENCHMARKS, else the nearest shared/data/benchmarks above the repo."""
-    env = os.environ.get("VICURL_BENCHMARKS")
-    if env:
-        return Path(env)
-    for parent in Path(__file__).resolve().parents:
-        cand = parent / "shared" / "data" / "benchmarks"
-        if cand.is_dir():
-            return cand
-    return None
-
-
 @pytest.fixture(scope="session")
 def benchmarks_dir() -> Path:
-    d = find_benchmarks()
+    d = _real_benchmarks().find_benchmarks()
     if d is None:
         pytest.skip("real benchmark files not found: set VICURL_BENCHMARKS to the shared/data/benchmarks folder")
     assert d.is_dir(), f"VICURL_BENCHMARKS={d} is not a folder"

@@ -16,8 +16,8 @@ from pathlib import Path
 FIXTURES = Path(__file__).resolve().parent / "data" / "fixtures"
 
 
-def _find_benchmarks() -> Path:
-    """$VICURL_BENCHMARKS, else the nearest shared/data/benchmarks above the repo (as conftest.py)."""
+def find_benchmarks() -> Path | None:
+    """The real benchmark files: $VICURL_BENCHMARKS, else the nearest shared/data/benchmarks above the repo."""
     env = os.environ.get("VICURL_BENCHMARKS")
     if env:
         return Path(env)
@@ -25,10 +25,10 @@ def _find_benchmarks() -> Path:
         cand = parent / "shared" / "data" / "benchmarks"
         if cand.is_dir():
             return cand
-    return Path("/nonexistent")
+    return None
 
 
-BENCH_DIR = _find_benchmarks()
+BENCH_DIR = find_benchmarks() or Path("/nonexistent")
 
 # file -> (source of vicurl.data.sources, extra settings)
 SOURCES = {

@@ -2,7 +2,7 @@
 
 import pytest
 
-from vicurl.grading import equiv, symbolic
+from vicurl.grading import equiv
 from vicurl.grading.extract import (
     extract_boxed,
     extract_choice,
@@ -14,11 +14,7 @@ from vicurl.grading.extract import (
 from vicurl.grading.graders import grade_batch
 
 
-@pytest.fixture(scope="module", autouse=True)
-def small_pool():
-    pool = symbolic.configure(workers=2, timeout=10)
-    yield pool
-    pool.close()
+pytestmark = pytest.mark.usefixtures("small_pool")  # conftest.py
 
 
 # ---------------------------------------------------------------- extraction

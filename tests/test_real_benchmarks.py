@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vicurl.grading import equiv, symbolic
+from vicurl.grading import equiv
 from vicurl.grading.graders import grade_batch
 
 _spec = importlib.util.spec_from_file_location("real_benchmarks", Path(__file__).with_name("real_benchmarks.py"))
@@ -16,11 +16,7 @@ rb = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rb)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def small_pool():
-    pool = symbolic.configure(workers=2, timeout=10)
-    yield pool
-    pool.close()
+pytestmark = pytest.mark.usefixtures("small_pool")  # conftest.py
 
 
 def check(name):

@@ -7,15 +7,10 @@ import pytest
 import torch
 
 from vicurl.algos.confidence import logprobs_and_entropy, mean_token_entropy
-from vicurl.grading import symbolic
 from vicurl.rewards import REWARDS, Group, check_params, clusters, entropy, group_rewards, majority_vote, oracle, semantic
 
 
-@pytest.fixture(scope="module", autouse=True)
-def small_pool():
-    pool = symbolic.configure(workers=2, timeout=10)
-    yield pool
-    pool.close()
+pytestmark = pytest.mark.usefixtures("small_pool")  # conftest.py
 
 
 def box(a):
