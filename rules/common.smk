@@ -70,6 +70,17 @@ def eval_prefix(study, model, setting, seed, step, bench):
     return f"{R}/eval/{study}/{model}/{setting}/seed{seed}/step{step}/{bench}"
 
 
+def checkpoint_benchmarks(w):
+    """The benchmarks of one checkpoint's generation job (`eval.per_checkpoint`)."""
+    return runs_lib.checkpoint_benchmarks(config, w.study, w.model, int(w.seed))
+
+
+def eval_samples(w):
+    """The samples a grading job reads: its benchmark's file, or its checkpoint's (`eval.per_checkpoint`)."""
+    step_dir = f"{R}/eval/{w.study}/{w.model}/{w.setting}/seed{w.seed}/step{w.step}"
+    return f"{step_dir}/samples.parquet" if config["eval"]["per_checkpoint"] else f"{step_dir}/{w.bench}.samples.parquet"
+
+
 def all_scores(study=None):
     return [eval_prefix(*e) + ".score.json" for e in runs_lib.evaluations(config, study)]
 

@@ -1,15 +1,18 @@
-# Evaluation: generate -> grade, one job each per (run, step, benchmark).
-# Grading is its own rule so that a grader change regrades without regenerating; it also
-# writes the pass@k score (cheap), which saves a job per evaluation.
+# Evaluation: generate -> grade. Generation is one job per (run, step, benchmark), or with
+# `eval.per_checkpoint` one job per (run, step) that loads the model once and writes every
+# benchmark's samples into one file. Grading is one job per (run, step, benchmark) either way, its
+# own rule so that a grader change regrades without regenerating; it also writes the pass@k score
+# (cheap), which saves a job per evaluation.
 
 
 rule generate:
     input:
         model=eval_model_input,
-        problems=lambda w: dataset_path(w.bench),
+        problems=lambda w: [dataset_path(w.bench)],
     output:
         f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.samples.parquet",
     params:
+        benchmarks=lambda w: [w.bench],
         model_dir=eval_model_dir,
         eval=lambda w: runs_lib.eval_settings(config, w.study),  # `eval` with the study's `eval` over it
         prompt_order=config["prompt"]["order"],
@@ -27,9 +30,24 @@ rule generate:
         "../workflow_scripts/generate.py"
 
 
+# `eval.per_checkpoint`: the same job for all the checkpoint's benchmarks at once
+use rule generate as generate_checkpoint with:
+    input:
+        model=eval_model_input,
+        problems=lambda w: [dataset_path(b) for b in checkpoint_benchmarks(w)],
+    output:
+        f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/samples.parquet",
+    params:
+        benchmarks=checkpoint_benchmarks,  # a changed list regenerates the checkpoint
+    log:
+        f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/generate.log",
+    benchmark:
+        f"{R}/benchmarks/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/generate.tsv"
+
+
 rule grade:
     input:
-        samples=f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.samples.parquet",
+        samples=eval_samples,
         problems=lambda w: dataset_path(w.bench),
     output:
         graded=f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.graded.parquet",
@@ -38,6 +56,7 @@ rule grade:
         ks=config["eval"]["ks"],
         # bump `grading.version` after a grader change: every sample file is regraded, none regenerated
         grader_version=config["grading"]["version"],
+        per_checkpoint=config["eval"]["per_checkpoint"],
     log:
         f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.grade.log",
     conda:

@@ -42,6 +42,18 @@ def test_grid_png_and_pdf_with_a_missing_panel(tmp_path):
     assert paths[1].read_bytes()[:4] == b"%PDF" and paths[0].read_bytes()[:8] == PNG
 
 
+def test_grid_legend_names_only_drawn_curricula_and_fits(tmp_path, monkeypatch):
+    import vicurl.report.curves as curves
+
+    figs = []
+    monkeypatch.setattr(curves, "save", lambda fig, out, dpi: figs.append(fig))
+    learning_curves_grid(scores(), tmp_path / "x.png", curricula=["none", "sent", "vcrl", "vicurl"], title="t")
+    (legend,) = figs[0].legends
+    assert [t.get_text() for t in legend.get_texts()] == ["No Curriculum", "VCRL", "VI-CuRL"]  # no SENT runs
+    width = figs[0].get_size_inches()[0]
+    assert legend._ncols <= max(1, int(width / 1.4))  # wraps into rows rather than overflow the figure
+
+
 def test_grid_errors(tmp_path):
     with pytest.raises(ValueError, match="several rows"):
         learning_curves_grid(pd.concat([scores(), scores().assign(model="other")]), tmp_path / "x.png")

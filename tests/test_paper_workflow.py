@@ -92,6 +92,7 @@ def test_profile_shape():
     assert {"slurm_account", "slurm_partition", "runtime", "mem_mb"} <= set(p["default-resources"])
     r = p["set-resources"]
     assert r["train"]["gpu"] == 8 and r["generate"]["gpu"] == 1 and r["probe"]["gpu"] == 1
+    assert r["generate_checkpoint"]["gpu"] == 1  # eval.per_checkpoint
     assert all("tasks" not in v for v in r.values())  # single-process GPU jobs
 
     def runtime(rule, attempt, **w):

@@ -42,6 +42,23 @@ def test_study_eval_steps_and_eval_overrides():
     assert 13 in R.train_settings(cfg, R.Run("s", "m", "oracle", "none", 0))["export_steps"]
 
 
+def test_checkpoint_benchmarks_are_those_evaluations_plans():
+    """A checkpoint's generation job (eval.per_checkpoint) covers exactly the benchmarks that
+    ``evaluations`` plans for it; the Base model's, the union over the studies that train it."""
+    cfg = config()
+    cfg["datasets"].update(f={"source": "synthetic"}, g={"source": "synthetic"})
+    cfg["studies"]["t2"] = {**cfg["studies"]["s"], "benchmarks": ["f", "e"], "seeds": [1]}
+    cfg["studies"]["t3"] = {**cfg["studies"]["s"], "benchmarks": ["g"], "models": ["other"], "seeds": [0]}
+    planned: dict[tuple, list[str]] = {}
+    for study, model, setting, seed, step, bench in R.evaluations(cfg):
+        planned.setdefault((study, model, seed, step), []).append(bench)
+    for (study, model, seed, _), benches in planned.items():
+        assert R.checkpoint_benchmarks(cfg, study, model, seed) == sorted(set(benches), key=benches.index)
+    assert R.checkpoint_benchmarks(cfg, R.BASE, "m", 0) == ["e"]
+    assert R.checkpoint_benchmarks(cfg, R.BASE, "m", 1) == ["e", "f"]
+    assert R.checkpoint_benchmarks(cfg, "t2", "m", 1) == ["f", "e"]
+
+
 def test_probes_narrowed_by_model_reward_and_seed():
     cfg = config(studies=["s"], curricula=["vicurl"], every=10, seeds=[1], models=["m"], rewards=["oracle"])
     assert [(r.seed, s) for r, s in R.probes(cfg)] == [(1, 0), (1, 10), (1, 20)]

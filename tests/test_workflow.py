@@ -28,7 +28,7 @@ def write_config(tmp_path: Path, text: str) -> Path:
 def test_demo_config_plans(tmp_path):
     out = snakemake(tmp_path, "-n", "--quiet", "rules")
     assert out.returncode == 0, out.stderr
-    for rule in ("synthetic_data", "build_tiny_model", "train", "generate", "grade", "aggregate", "table",
+    for rule in ("synthetic_data", "build_tiny_model", "train", "generate_checkpoint", "grade", "aggregate", "table",
                  "learning_curves", "schedule_figure"):
         assert rule in out.stdout
 
@@ -133,9 +133,9 @@ def test_small_dag_end_to_end(tmp_path):
     assert (res / "report" / "figures" / "learning_curves" / "main" / "tiny.png").stat().st_size > 1000
     assert (res / "report" / "figures" / "schedule" / "main" / "tiny" / "oracle-vicurl.pdf").stat().st_size > 1000
     scores = pd.read_csv(res / "report" / "scores.csv")
-    # base (step 0) + main: 2 runs x steps {1, 2} + curricula: 2 runs x step 2 + mechanism: 1 run x
-    # steps {1, 2} + long_output: 1 run x step 2, on 2 benchmarks; rewards: 6 runs x step 1 on 1 benchmark
-    assert len(scores) == 2 * (1 + 2 * 2 + 2 * 1 + 1 * 2 + 1) + 6
+    # base (step 0) + every run at steps {1, 2} (main: 2 runs, curricula: 2, mechanism: 1, long_output: 1),
+    # on 2 benchmarks; rewards: 6 runs x step 1 on 1 benchmark
+    assert len(scores) == 2 * (1 + 2 * (2 + 2 + 1 + 1)) + 6
     assert (res / "prompt_stats" / "tiny" / "arith_train.parquet").exists()
     assert "SENT" in (res / "report" / "tables" / "curricula.tex").read_text()
     probes = pd.read_csv(res / "report" / "probes.csv")
@@ -180,21 +180,24 @@ def test_small_dag_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
-def test_killed_generation_leaves_no_output_a_rerun_would_trust(tmp_path):
+@pytest.mark.parametrize("per_checkpoint", [False, True])
+def test_killed_generation_leaves_no_output_a_rerun_would_trust(tmp_path, per_checkpoint):
     import os
     import signal
     import time
 
     smoke = REPO / "tests" / "data" / "smoke.yaml"
-    big = write_config(tmp_path, "eval: {n_samples: 3000, batch_size: 256}\n")  # long enough to be killed mid-way
-    target = "results/smoke/eval/base/tiny/base/seed0/step0/arith_easy.samples.parquet"
+    # long enough to be killed mid-way
+    big = write_config(tmp_path, f"eval: {{n_samples: 3000, batch_size: 256, per_checkpoint: {str(per_checkpoint).lower()}}}\n")
+    step = "results/smoke/eval/base/tiny/base/seed0/step0"
+    target, rule = (f"{step}/samples.parquet", "generate_checkpoint") if per_checkpoint else (f"{step}/arith_easy.samples.parquet", "generate")
     built = snakemake(tmp_path, "--cores", "1", "results/smoke/models/tiny/base", "results/smoke/data/arith_easy.parquet",
-                      configs=[smoke, big])
+                      "results/smoke/data/arith_hard.parquet", configs=[smoke, big])
     assert built.returncode == 0, built.stderr[-3000:]
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--cores", "1",
            target, "--configfile", str(REPO / "config" / "demo.yaml"), str(smoke), str(big)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    log = tmp_path / "results/smoke/logs/eval/base/tiny/base/seed0/step0/arith_easy.generate.log"
+    log = tmp_path / target.replace("results/smoke/eval", "results/smoke/logs/eval").replace("samples.parquet", "generate.log")
     deadline = time.time() + 120
     while not log.exists() and time.time() < deadline:
         time.sleep(0.5)
@@ -203,5 +206,29 @@ def test_killed_generation_leaves_no_output_a_rerun_would_trust(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (tmp_path / target).exists()  # nothing half-written under the output's name
+    assert not list((tmp_path / step).glob("*.parquet"))
     again = snakemake(tmp_path, "-n", target, configs=[smoke, big])
-    assert "rule generate" in again.stdout and "Nothing to be done" not in again.stdout
+    assert f"rule {rule}:" in again.stdout and "Nothing to be done" not in again.stdout
+
+
+@pytest.mark.slow
+def test_one_job_per_checkpoint_or_per_benchmark_grades_the_same_samples(tmp_path):
+    """eval.per_checkpoint switches how generation jobs are cut, not what they sample: the Base
+    model's graded samples and scores are equal both ways; switching plans no training job."""
+    smoke = REPO / "tests" / "data" / "smoke.yaml"
+    step = tmp_path / "results/smoke/eval/base/tiny/base/seed0/step0"
+    targets = [str(step.relative_to(tmp_path) / f"{b}.score.json") for b in ("arith_easy", "arith_hard")]
+    out = {}
+    for per_checkpoint in (True, False):
+        mode = write_config(tmp_path, f"eval: {{per_checkpoint: {str(per_checkpoint).lower()}}}\n")
+        if not per_checkpoint:  # the switch regenerates per benchmark and regrades, nothing else
+            plan = snakemake(tmp_path, "-n", *targets, configs=[smoke, mode])
+            assert job_counts(plan.stdout) == {"generate": 2, "grade": 2}, plan.stdout[-3000:]
+        run = snakemake(tmp_path, "--cores", "2", *targets, configs=[smoke, mode])
+        assert run.returncode == 0, run.stderr[-3000:]
+        out[per_checkpoint] = {b: (pd.read_parquet(step / f"{b}.graded.parquet"), (step / f"{b}.score.json").read_text())
+                               for b in ("arith_easy", "arith_hard")}
+    assert (step / "samples.parquet").exists() and (step / "arith_easy.samples.parquet").exists()
+    for b in ("arith_easy", "arith_hard"):
+        pd.testing.assert_frame_equal(out[True][b][0], out[False][b][0])
+        assert out[True][b][1] == out[False][b][1]

@@ -1,6 +1,7 @@
-"""Rule generate: n samples per problem from one checkpoint (vLLM on GPUs, transformers on CPU)."""
+"""Rules generate / generate_checkpoint: n samples per problem of one checkpoint on one benchmark,
+or on each of its benchmarks from one model load (vLLM on GPUs, transformers on CPU)."""
 from vicurl.data import schema
-from vicurl.evaluation.records import write_records
+from vicurl.evaluation.records import combine, write_records
 from vicurl.workflow import setup
 
 log = setup(snakemake)
@@ -17,15 +18,18 @@ common = dict(
     prompt_order=snakemake.params.prompt_order,
     chat_template=snakemake.params.chat_template,
 )
-problems = schema.read(snakemake.input.problems)
+problem_sets = {b: schema.read(p) for b, p in zip(snakemake.params.benchmarks, snakemake.input.problems, strict=True)}
 if ev["engine"] == "vllm":
-    from vicurl.evaluation.vllm_generate import generate_records_vllm
+    from vicurl.evaluation.vllm_generate import generate_sets_vllm
 
-    records = generate_records_vllm(snakemake.params.model_dir, problems, engine_args=ev["vllm"], **common)
+    records = generate_sets_vllm(snakemake.params.model_dir, problem_sets, engine_args=ev["vllm"], **common)
 else:
-    from vicurl.evaluation.generate import generate_records
+    from vicurl.evaluation.generate import generate_sets
 
-    records = generate_records(snakemake.params.model_dir, problems, batch_size=ev["batch_size"],
-                               threads=snakemake.threads, **common)
-write_records(records, snakemake.output[0])
-log.info("%d samples (%s) -> %s", len(records), ev["engine"], snakemake.output[0])
+    records = generate_sets(snakemake.params.model_dir, problem_sets, batch_size=ev["batch_size"],
+                            threads=snakemake.threads, **common)
+if snakemake.rule == "generate":  # one benchmark's file
+    write_records(records[w.bench], snakemake.output[0])
+else:  # the checkpoint's file: every benchmark, with a `benchmark` column
+    write_records(combine(records), snakemake.output[0])
+log.info("%s samples (%s) -> %s", {b: len(r) for b, r in records.items()}, ev["engine"], snakemake.output[0])

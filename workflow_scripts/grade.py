@@ -10,7 +10,9 @@ from vicurl.workflow import setup
 
 log = setup(snakemake)
 w = snakemake.wildcards
-graded = grade_records(read_records(snakemake.input.samples), schema.read(snakemake.input.problems))
+# a checkpoint's file (`eval.per_checkpoint`) holds every benchmark's samples: read this one's
+samples = read_records(snakemake.input.samples, benchmark=w.bench if snakemake.params.per_checkpoint else None)
+graded = grade_records(samples, schema.read(snakemake.input.problems))
 result = score(graded, ks=snakemake.params.ks)
 reward, curriculum = (BASE, BASE) if w.setting == BASE else w.setting.split("-", 1)
 result.update(study=w.study, model=w.model, reward=reward, curriculum=curriculum, seed=int(w.seed), step=int(w.step), benchmark=w.bench)

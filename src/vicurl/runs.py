@@ -217,6 +217,19 @@ def evaluations(config: dict[str, Any], study: str | None = None) -> Iterator[tu
                 yield BASE, run.model, BASE, run.seed, 0, bench
 
 
+def checkpoint_benchmarks(config: dict[str, Any], study: str, model: str, seed: int) -> list[str]:
+    """The benchmarks a checkpoint of (study, model, seed) is evaluated on, as ``evaluations`` plans
+    them: the study's; for the Base model (study ``base``), those of every study that trains the
+    model with this seed."""
+    if study != BASE:
+        return list(config["studies"][study]["benchmarks"])
+    out: list[str] = []
+    for run in runs(config):
+        if run.model == model and run.seed == int(seed):
+            out += [b for b in config["studies"][run.study]["benchmarks"] if b not in out]
+    return out
+
+
 def table_evaluations(config: dict[str, Any], table: dict[str, Any]) -> list[tuple[str, str, str, int, int, str]]:
     """The evaluations a resolved table (``vicurl.report.tableconfig.resolve``) reads, among those
     the config plans: its rows' (study, model, setting) at the row's step (a mechanism table: every

@@ -50,9 +50,15 @@ def build_prompts(problems: pd.DataFrame, tokenizer, prompt_order: str, chat_tem
     ]
 
 
-def generate_records(
+def generate_records(model_dir: str, problems: pd.DataFrame, **kw) -> pd.DataFrame:
+    """Draw ``n`` samples for every problem (columns ``id``, ``question``, optional ``options``) and
+    return the records; keywords as ``generate_sets``."""
+    return generate_sets(model_dir, {"": problems}, **kw)[""]
+
+
+def generate_sets(
     model_dir: str,
-    problems: pd.DataFrame,
+    problem_sets: dict[str, pd.DataFrame],
     *,
     n: int,
     temperature: float,
@@ -63,17 +69,34 @@ def generate_records(
     prompt_order: str = "question_first",
     chat_template: bool = False,
     threads: int = 1,
-) -> pd.DataFrame:
-    """Draw ``n`` samples for every problem (columns ``id``, ``question``, optional ``options``) and return the records.
+) -> dict[str, pd.DataFrame]:
+    """The records of several problem sets (benchmarks) from one model load, by name.
 
+    Each set is sampled as if alone (its own ``seed``), so a set's records are those of
+    ``generate_records`` on it: one job per checkpoint and one per benchmark write the same samples.
     Deterministic for a fixed (model, problems order, seed, batch_size, threads). Rows are
-    problem-major in the order of ``problems``.
+    problem-major in the order of the set's ``problems``.
     """
-    check_problems(problems, n)
+    for problems in problem_sets.values():
+        check_problems(problems, n)
     torch.set_num_threads(int(threads))
+    if all(len(p) == 0 for p in problem_sets.values()):
+        return {name: empty() for name in problem_sets}
+    model, tokenizer = load_model(model_dir)
+    return {
+        name: sample_records(model, tokenizer, problems, n=n, temperature=temperature, top_p=top_p,
+                             max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size,
+                             prompt_order=prompt_order, chat_template=chat_template)
+        for name, problems in problem_sets.items()
+    }
+
+
+def sample_records(model, tokenizer, problems: pd.DataFrame, *, n: int, temperature: float, top_p: float,
+                   max_new_tokens: int, seed: int, batch_size: int, prompt_order: str,
+                   chat_template: bool) -> pd.DataFrame:
+    """``n`` samples per problem from a loaded model, as records."""
     if len(problems) == 0:
         return empty()
-    model, tokenizer = load_model(model_dir)
     prompts = build_prompts(problems, tokenizer, prompt_order, chat_template)
     ro = sample(
         model,

@@ -6,7 +6,8 @@ text        str   decoded response (special tokens removed)
 n_tokens    int   response tokens up to and including the first EOS (max_new_tokens if truncated)
 truncated   bool  no EOS within ``max_new_tokens``
 
-Both generation paths (transformers on CPU, vLLM on GPUs) write these columns. This module
+Both generation paths (transformers on CPU, vLLM on GPUs) write these columns. A checkpoint's file
+(`eval.per_checkpoint`) holds every benchmark's records, with a ``benchmark`` column in front. This module
 imports neither torch nor transformers, so grading jobs start fast.
 """
 
@@ -35,9 +36,24 @@ def write_records(df: pd.DataFrame, path: str | Path) -> None:
         df.to_parquet(tmp, index=False)
 
 
-def read_records(path: str | Path) -> pd.DataFrame:
+def combine(records: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Several benchmarks' records in one frame (a checkpoint's file), with a ``benchmark`` column."""
+    frames = [df.assign(benchmark=name) for name, df in records.items()]
+    if not frames:
+        raise ValueError("no records to combine")
+    return pd.concat(frames, ignore_index=True)[["benchmark", *RECORD_COLUMNS]]
+
+
+def read_records(path: str | Path, benchmark: str | None = None) -> pd.DataFrame:
+    """The records in ``path``; from a checkpoint's file, those of ``benchmark``."""
     df = pd.read_parquet(path)
     missing = [c for c in RECORD_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: records lack column(s) {missing}")
-    return df
+    if benchmark is None:
+        return df
+    if "benchmark" not in df.columns:
+        raise ValueError(f"{path}: not a checkpoint's records (no `benchmark` column) but benchmark {benchmark!r} was asked for")
+    if benchmark not in set(df["benchmark"]):
+        raise ValueError(f"{path}: no records of benchmark {benchmark!r} (has {sorted(set(df['benchmark']))})")
+    return df[df["benchmark"] == benchmark].drop(columns="benchmark").reset_index(drop=True)

@@ -10,8 +10,8 @@ truncated               the completion stopped at ``max_new_tokens`` (finish rea
 
 Prompts are built by the same ``build_prompt`` as training (the paper's template, the
 tokenizer's chat template where the config asks for it). Each problem's request carries its own
-seed (``seed`` + its position), so the samples of a problem do not depend on which other problems
-share the batch, and a rerun reproduces them.
+seed (``seed`` + its position in its benchmark), so the samples of a problem do not depend on which
+other problems (or benchmarks) share the batch, and a rerun reproduces them.
 """
 
 from __future__ import annotations
@@ -21,12 +21,17 @@ from typing import Any
 import pandas as pd
 
 from vicurl.evaluation.generate import build_prompts, check_problems
-from vicurl.evaluation.records import RECORD_COLUMNS
+from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS
 
 
-def generate_records_vllm(
+def generate_records_vllm(model_dir: str, problems: pd.DataFrame, **kw) -> pd.DataFrame:
+    """The records of one problem set; keywords as ``generate_sets_vllm``."""
+    return generate_sets_vllm(model_dir, {"": problems}, **kw)[""]
+
+
+def generate_sets_vllm(
     model_dir: str,
-    problems: pd.DataFrame,
+    problem_sets: dict[str, pd.DataFrame],
     *,
     n: int,
     temperature: float,
@@ -36,21 +41,29 @@ def generate_records_vllm(
     prompt_order: str = "question_first",
     chat_template: bool = False,
     engine_args: dict[str, Any] | None = None,
-) -> pd.DataFrame:
-    """``engine_args``: keyword arguments of ``vllm.LLM`` (tensor_parallel_size, gpu_memory_utilization,
-    max_model_len, dtype, ...)."""
+) -> dict[str, pd.DataFrame]:
+    """The records of several problem sets (benchmarks), by name, from one engine and one
+    ``generate`` call (vLLM batches across sets). Problem i of a set is seeded ``seed + i`` as when
+    the set is generated alone. ``engine_args``: keyword arguments of ``vllm.LLM``
+    (tensor_parallel_size, gpu_memory_utilization, max_model_len, dtype, ...)."""
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams  # only in the GPU environment
 
-    check_problems(problems, n)
+    for problems in problem_sets.values():
+        check_problems(problems, n)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    prompts = build_prompts(problems, tokenizer, prompt_order, chat_template)
+    prompts, params = [], []
+    for problems in problem_sets.values():
+        prompts += build_prompts(problems, tokenizer, prompt_order, chat_template)
+        params += [SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=int(seed) + i)
+                   for i in range(len(problems))]
     llm = LLM(model=str(model_dir), seed=int(seed), **(engine_args or {}))
-    params = [
-        SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=int(seed) + i)
-        for i in range(len(prompts))
-    ]
-    outputs = llm.generate(prompts, params)
+    outputs = iter(llm.generate(prompts, params))
+    return {name: _records(problems, [next(outputs) for _ in range(len(problems))], n)
+            for name, problems in problem_sets.items()}
+
+
+def _records(problems: pd.DataFrame, outputs: list, n: int) -> pd.DataFrame:
     rows = []
     for pid, out in zip(problems["id"].astype(str), outputs):
         if len(out.outputs) != n:
@@ -58,4 +71,4 @@ def generate_records_vllm(
         for j, c in enumerate(out.outputs):
             rows.append((pid, j, c.text, len(c.token_ids), c.finish_reason == "length"))
     df = pd.DataFrame(rows, columns=RECORD_COLUMNS)
-    return df.astype({"problem_id": str, "sample_idx": "int64", "text": str, "n_tokens": "int64", "truncated": bool})
+    return df.astype(DTYPES)

@@ -59,6 +59,7 @@ def learning_curves_grid(
     rewards = list(rewards) if rewards is not None else list(dict.fromkeys(data["reward"]))
     benchmarks = list(benchmarks) if benchmarks is not None else sorted(data["benchmark"].unique())
     titles, labels = dict(titles or {}), dict(labels or {})
+    curricula = [c for c in curricula if c in set(data["curriculum"])]  # the legend names only what is drawn
     palette = {labels.get(c, L.curriculum_label(c)): col for c, col in colors_for(curricula).items()}
     order = [labels.get(c, L.curriculum_label(c)) for c in curricula]
     long = data.assign(Curriculum=data["curriculum"].map(lambda c: labels.get(c, L.curriculum_label(c))))
@@ -84,11 +85,15 @@ def learning_curves_grid(
                 ax.set_title(titles.get(bench, bench), fontsize=10)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(True, alpha=0.3)
-    # room above the panels for the legend (and the title), in inches whatever the grid's size
-    top = 1 - (0.35 + (0.3 if title else 0)) / (h * nrows)
+    # room above the panels for the legend (rows of entries about 1.4 in wide) and the title,
+    # in inches whatever the grid's size
+    ncol = max(1, min(len(order), int(w * len(benchmarks) / 1.4)))
+    legend_rows = -(-len(order) // ncol)
+    legend_h = 0.35 + 0.22 * (legend_rows - 1)
+    top = 1 - (legend_h + (0.3 if title else 0)) / (h * nrows)
     fig.tight_layout(rect=(0, 0, 1, top))
     handles = [plt.Line2D([], [], color=palette[o], marker="o", ms=3, lw=1.4) for o in order]
-    fig.legend(handles, order, loc="lower center", ncol=len(order), frameon=False, bbox_to_anchor=(0.5, top))
+    fig.legend(handles, order, loc="lower center", ncol=ncol, frameon=False, bbox_to_anchor=(0.5, top))
     if title:
-        fig.suptitle(title, y=top + 0.3 / (h * nrows), va="bottom")
+        fig.suptitle(title, y=top + legend_h / (h * nrows), va="bottom")
     return save(fig, out, dpi)

@@ -19,7 +19,8 @@ from vicurl.io import atomic_path  # noqa: E402
 #: the paper's colors: learning curves (Figure "learning_curves_grid"), variance (Figures
 #: "variance_ratio" and "variance_absolute")
 CURRICULUM_COLORS = {"vicurl": "#2E86AB", "none": "#E84855"}
-FALLBACK_COLORS = ["#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
+# ColorBrewer Dark2, then two of tab10: ten curricula besides the paper's two before a color repeats
+FALLBACK_COLORS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666", "#17becf", "#bcbd22"]
 SIGMA_COLOR, VPROB_COLOR, BETA_COLOR = "#1f77b4", "#ff7f0e", "#00441b"
 KEPT_COLOR, FULL_COLOR = "#1f77b4", "#d62728"
 
