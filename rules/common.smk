@@ -77,8 +77,10 @@ def checkpoint_benchmarks(w):
 
 def eval_samples(w):
     """The samples a grading job reads: its benchmark's file, or its checkpoint's (`eval.per_checkpoint`)."""
-    step_dir = f"{R}/eval/{w.study}/{w.model}/{w.setting}/seed{w.seed}/step{w.step}"
-    return f"{step_dir}/samples.parquet" if config["eval"]["per_checkpoint"] else f"{step_dir}/{w.bench}.samples.parquet"
+    prefix = eval_prefix(w.study, w.model, w.setting, w.seed, w.step, w.bench)
+    if config["eval"]["per_checkpoint"]:
+        return f"{os.path.dirname(prefix)}/samples.parquet"
+    return f"{prefix}.samples.parquet"
 
 
 def all_scores(study=None):

@@ -49,7 +49,8 @@ def n_runs(st):
     return len(st["models"]) * len(settings(st)) * len(st["seeds"])
 
 
-def expected_jobs(cfg) -> dict[str, int]:
+def expected_jobs(cfg, per_checkpoint=False) -> dict[str, int]:
+    """Jobs per rule; with `eval.per_checkpoint` one generation job per checkpoint instead of per benchmark."""
     S = cfg["studies"]
     base = {(m, seed, b) for st in S.values() for m in st["models"] for seed in st["seeds"] for b in st["benchmarks"]}
     evals = sum(n_runs(st) * len(eval_steps(cfg, s)) * len(st["benchmarks"]) for s, st in S.items()) + len(base)
@@ -57,13 +58,18 @@ def expected_jobs(cfg) -> dict[str, int]:
     probed = [(s, m, r, c, seed) for s, st in S.items() if s in p["studies"] for m in st["models"] if m in p["models"]
               for r, c in settings(st) if r in p["rewards"] and c in p["curricula"] for seed in st["seeds"] if seed in p["seeds"]]
     curve = [s for s, st in S.items() if {"none", "vicurl"} & {c for _, c in settings(st)}]
+    # eval.per_checkpoint: per run, its evaluated steps; plus the Base model once per (model, seed)
+    checkpoints = (sum(n_runs(st) * len(eval_steps(cfg, s)) for s, st in S.items())
+                   + len({(m, seed) for m, seed, _ in base}))
+    generation = {"generate_checkpoint": checkpoints} if per_checkpoint else {"generate": evals}
     return {
+        **generation,
         "prepare_dataset": len(cfg["datasets"]),
         "prompt_stats": len({(m, st["train_set"]) for st in S.values() for m in st["models"]
                              if {"sent", "adarft"} & {c for _, c in settings(st)}}),
         "train": sum(n_runs(st) for st in S.values()),
         # per run: evaluated steps x benchmarks; plus the Base (No RL) model once per (model, seed, benchmark)
-        "generate": evals, "grade": evals,
+        "grade": evals,
         "probe": sum(len(range(0, _train(cfg, s)["total_steps"], p["every"])) for s, *_ in probed),
         "probes_table": 1,
         "variance_figures": len({(s, r, c) for s, _, r, c, _ in probed}),
@@ -80,6 +86,8 @@ def test_the_paper_formulas_give_the_readme_numbers():
     e = expected_jobs(PAPER)
     assert e["train"] == 295 and e["generate"] == 11770 and e["probe"] == 26  # README, "Paper studies"
     assert sum(e.values()) == 23940
+    c = expected_jobs(PAPER, per_checkpoint=True)
+    assert c["generate_checkpoint"] == 2075 and sum(c.values()) == 14245  # README, "Paper studies"
 
 
 # ---------------------------------------------------------------- the profile
@@ -118,6 +126,20 @@ def test_profile_plans_the_full_study(tmp_path):
     assert "Using profile slurm-a100" in out.stdout + out.stderr
     assert out.returncode == 0, out.stderr[-3000:]
     assert job_counts(out.stdout) == expected_jobs(PAPER)
+
+
+@pytest.mark.slow
+def test_per_checkpoint_generation_plans_one_job_per_checkpoint(tmp_path):
+    """The paper config with `eval.per_checkpoint: true`: the same gradings, one generation job per checkpoint."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
+    (tmp_path / "per_checkpoint.yaml").write_text("eval: {per_checkpoint: true}\n")
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "--replace-workflow-config", "--configfile", str(REPO / "config" / "paper.yaml"), str(tmp_path / "per_checkpoint.yaml"),
+           "-n", "all", "--quiet", "rules"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert job_counts(out.stdout) == expected_jobs(PAPER, per_checkpoint=True)
 
 
 # ---------------------------------------------------------------- study targets
