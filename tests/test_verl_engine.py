@@ -381,7 +381,9 @@ def test_paper_runs_compose_with_verls_config(tmp_path):
         assert a.actor.optim.lr == settings["lr"] and c.data.train_batch_size == settings["batch_size"]
         assert c.data.max_response_length == settings["max_response_length"]
         assert c.trainer.total_training_steps == settings["total_steps"]
-        assert all(s % c.trainer.save_freq == 0 for s in settings["export_steps"] if s != settings["total_steps"])
+        assert c.trainer.save_freq == settings["save_every"]  # resume saves; the trainer saves evaluated steps itself
+        assert "hf_model" not in a.actor.checkpoint.save_contents  # exports are merged from the shards
+        assert a.model.override_config.attn_implementation == "sdpa" and a.model.use_remove_padding
         assert a.model.custom_chat_template == VERBATIM_TEMPLATE and c.vicurl.vocab_size == 151936
     assert seen
 
@@ -417,10 +419,14 @@ def test_metrics_file_keeps_the_last_record_of_each_step(tmp_path):
     assert hook_lib.read_metrics(p) == [{"step": 1, "a": 1}, {"step": 2, "a": 3}]
 
 
-def test_save_freq_hits_every_export():
-    s = {"total_steps": 313, "save_every": 10, "export_steps": [50, 100, 150, 200, 250, 300, 313]}
+def test_save_freq_is_save_every_and_the_trainer_saves_the_other_evaluated_steps():
+    """The mechanism study's T_ref = 313 is prime: a save_freq hitting it would save every step."""
+    s = {"total_steps": 626, "save_every": 10, "export_steps": [50, 100, 313, 626]}
     assert launch.save_freq(s) == 10
-    assert launch.save_freq({"total_steps": 30, "save_every": 4, "export_steps": [10, 20, 30]}) == 2
+    t = object.__new__(VICuRLTrainer)
+    t.config = OmegaConf.create({"trainer": {"save_freq": 10}})
+    t._hook = type("H", (), {"settings": s, "total_steps": 626})()
+    assert t._vicurl_extra_saves() == {313}
 
 
 # ---------------------------------------------------------------- curricula that choose prompts (AdaRFT, SENT)

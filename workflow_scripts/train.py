@@ -11,10 +11,11 @@ from vicurl.workflow import setup
 log = setup(snakemake)
 settings = dict(snakemake.params.settings)
 stats_path = snakemake.input.prompt_stats[0] if snakemake.input.prompt_stats else None  # AdaRFT, SENT
+data = {}
 if snakemake.params.engine == "verl":  # GPU cluster: verl 0.9.1 with the same hooks (vicurl.engines.verl)
     from vicurl.engines.verl.launch import run as run_verl
 
-    run_verl(settings, snakemake.params.model_dir, snakemake.input.train_set, snakemake.params.work_dir,
+    data = run_verl(settings, snakemake.params.model_dir, snakemake.input.train_set, snakemake.params.work_dir,
              snakemake.output.checkpoints, snakemake.output.metrics, verl=dict(snakemake.config.get("verl") or {}),
              prompt_stats=stats_path)
 else:
@@ -32,4 +33,5 @@ write_json(snakemake.output.settings, settings)
 w = snakemake.wildcards
 write_json(snakemake.output.provenance, provenance(
     run=dict(study=w.study, model=w.model, setting=w.setting, seed=int(w.seed)), settings=settings,
-    config=snakemake.config, repo=Path(snakemake.scriptdir or ".").parent, engine=snakemake.params.engine))
+    config=snakemake.config, repo=Path(snakemake.scriptdir or ".").parent, engine=snakemake.params.engine,
+    data=data))

@@ -60,11 +60,13 @@ def _plain(obj: Any) -> Any:
 
 
 def provenance(run: Mapping[str, Any], settings: Mapping[str, Any], config: Mapping[str, Any],
-               repo: str | Path, engine: str) -> dict[str, Any]:
+               repo: str | Path, engine: str, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``data``: what the engine reports of the run's inputs (the verl engine: prompts dropped as too long)."""
     return {
         "run": _plain(run),
         "engine": engine,
         "settings": _plain(settings),
+        "data": _plain(data or {}),
         "config": _plain(config),
         "packages": package_versions(),
         "git": git_state(repo),

@@ -1,4 +1,5 @@
-"""The local engine: GRPO + curriculum in one CPU process (the demo and the tests).
+"""The local engine: GRPO + curriculum in one process (the demo and the tests on the CPU; the
+variance probes on a GPU when the job has one, ``device``).
 
 One training step (paper, Algorithm 1):
   1. sample B prompts, G rollouts each from pi_old (transformers ``generate``)
@@ -9,6 +10,11 @@ One training step (paper, Algorithm 1):
 
 Every random draw is seeded from (seed, step), so a run resumed from a checkpoint ends with
 exactly the numbers of an uninterrupted one.
+
+Devices: the policy and the reference live on ``device`` in float32 (gradients, log-probs and
+the variance probes' differences of gradients need it); on CUDA rollouts are drawn from a bf16
+copy of the policy, as verl draws them with bf16 vLLM and rescores with its actor. Rollouts,
+log-probs, rewards and advantages are CPU tensors whatever the device.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import pandas as pd
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from vicurl import devices
 from vicurl import rewards as reward_sources
 from verl.utils.torch_functional import logprobs_from_logits
 
@@ -56,6 +63,7 @@ class TrainConfig:
     temperature: float = 1.0  # rollout temperature
     top_p: float = 1.0
     max_prompt_length: int = 512
+    long_prompts: str = "drop"  # the verl engine's policy for prompts over max_prompt_length (engines/verl/data.py)
     max_response_length: int = 3072
     mini_batch_size: int | None = None  # prompts per optimizer step; None = the whole batch
     micro_batch_size: int = 64  # sequences per forward/backward
@@ -98,17 +106,20 @@ _seed_for = engine_step.seed_for  # (the probes import it from here)
 
 
 def sequence_logprobs(model, rollouts: Rollouts, rows: slice | torch.Tensor, temperature: float, with_entropy: bool):
-    """Log-probs (and entropies) of the response tokens of ``rows`` under ``model``."""
-    p_ids, p_mask = rollouts.prompt_ids[rows], rollouts.prompt_mask[rows]
-    r_ids, r_mask = rollouts.response_ids[rows], rollouts.response_mask[rows]
+    """Log-probs (and entropies) of the response tokens of ``rows`` under ``model``, computed on
+    the model's device and returned on the CPU (differentiably; both moves are no-ops on the CPU)."""
+    dev = model.device
+    p_ids, p_mask = rollouts.prompt_ids[rows].to(dev), rollouts.prompt_mask[rows].to(dev)
+    r_ids, r_mask = rollouts.response_ids[rows].to(dev), rollouts.response_mask[rows].to(dev)
     input_ids = torch.cat([p_ids, r_ids], dim=1)
     attn = torch.cat([p_mask, r_mask], dim=1)
     position_ids = (attn.cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=input_ids, attention_mask=attn, position_ids=position_ids, use_cache=False).logits
     logits = logits[:, p_ids.shape[1] - 1 : -1].float()  # the logits that predict response tokens
     if with_entropy:
-        return logprobs_and_entropy(logits, r_ids, temperature)
-    return logprobs_from_logits(logits / temperature, r_ids), None  # the update pass needs no entropy
+        lp, ent = logprobs_and_entropy(logits, r_ids, temperature)
+        return lp.cpu(), ent.cpu()
+    return logprobs_from_logits(logits / temperature, r_ids).cpu(), None  # the update pass needs no entropy
 
 
 def first_of_each_group(rollouts: Rollouts, n: int, g: int) -> Rollouts:
@@ -121,9 +132,12 @@ def first_of_each_group(rollouts: Rollouts, n: int, g: int) -> Rollouts:
 
 class LocalTrainer:
     def __init__(self, cfg: TrainConfig, model_path: str | Path, train_df: pd.DataFrame, work_dir: str | Path,
-                 prompt_stats: pd.DataFrame | None = None, ref_model_path: str | Path | None = None):
+                 prompt_stats: pd.DataFrame | None = None, ref_model_path: str | Path | None = None,
+                 device: str | torch.device = "cpu"):
         """``ref_model_path``: the frozen reference policy when it is not ``model_path`` itself
-        (a variance probe loads a checkpoint as the policy and the initial model as reference)."""
+        (a variance probe loads a checkpoint as the policy and the initial model as reference).
+        ``device`` (``vicurl.devices.resolve``): the CPU by default, so local training keeps the
+        demo's numbers anywhere; the variance probes pass theirs (``auto``)."""
         self.cfg = cfg
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -136,15 +150,17 @@ class LocalTrainer:
             raise ValueError(f"training set has {len(train_df)} rows, fewer than train.batch_size={cfg.batch_size}")
         self.train_df = train_df.reset_index(drop=True)
         torch.manual_seed(cfg.seed)
+        self.device = devices.resolve(device)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.policy = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+        self.policy = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(self.device)
         self.policy.train()
+        self._sampler = None  # the bf16 copy rollouts are drawn from on CUDA (``sampling_model``)
         self.ref = None
         if cfg.kl_coef > 0:
             if ref_model_path is None:
                 self.ref = copy.deepcopy(self.policy)
             else:
-                self.ref = AutoModelForCausalLM.from_pretrained(ref_model_path, dtype=torch.float32)
+                self.ref = AutoModelForCausalLM.from_pretrained(ref_model_path, dtype=torch.float32).to(self.device)
             self.ref.eval().requires_grad_(False)
         self.vocab_size = self.policy.get_output_embeddings().weight.shape[0]
         self.optimizer = torch.optim.AdamW(
@@ -186,13 +202,25 @@ class LocalTrainer:
             return torch.zeros(0, width), (torch.zeros(0, width) if with_entropy else None)
         return torch.cat(lps), (torch.cat(ents) if with_entropy else None)
 
+    def sampling_model(self):
+        """The model rollouts are drawn from: the policy itself on the CPU; on CUDA a bf16 copy
+        holding the policy's current weights (kept between steps, refreshed before each use)."""
+        dtype = devices.sampling_dtype(self.device)
+        if dtype == self.policy.dtype:
+            return self.policy
+        if self._sampler is None:
+            self._sampler = copy.deepcopy(self.policy).to(dtype).requires_grad_(False)
+        else:
+            self._sampler.load_state_dict(self.policy.state_dict())  # casts to bf16 in place
+        return self._sampler
+
     def _rollout(self, ids: list[str], seed: int) -> "_Part":
         """G rollouts of each prompt in ``ids`` from pi_old, scored: old log-probs and entropies
         (one forward pass), rewards, group-normalized advantages, confidences."""
         cfg, G = self.cfg, self.cfg.group_size
         rows = self.train_df.iloc[[self.row_of[i] for i in ids]]
         rollouts = sample(
-            self.policy,
+            self.sampling_model(),
             self.tokenizer,
             [self.prompts[self.row_of[i]] for i in ids],
             self.n_votes,

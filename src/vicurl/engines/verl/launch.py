@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
-import shutil
-from functools import reduce
 from pathlib import Path
 from typing import Any
 
+from vicurl.engines.verl import export
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
 from vicurl.engines.verl.support import PROPOSING
 
+log = logging.getLogger(__name__)
+
 # the config's `verl` section (config/schema.yaml documents each key)
 VERL_DEFAULTS: dict[str, Any] = {
+    "attn_implementation": "sdpa",
     "n_gpus_per_node": 8,
     "nnodes": 1,
     "rollout_tensor_parallel": 1,
@@ -47,11 +50,9 @@ def _q(v: Any) -> str:
 
 
 def save_freq(settings: dict[str, Any]) -> int:
-    """verl saves every save_freq steps (and the last): every step to export, and at least every
-    ``save_every`` steps, must be a save."""
-    total = int(settings["total_steps"])
-    steps = [int(s) for s in settings.get("export_steps", []) if int(s) != total]
-    return reduce(math.gcd, steps, int(settings.get("save_every", 10)))
+    """verl saves a resume checkpoint every ``save_every`` steps (and the last); the trainer adds a
+    save at each other evaluated step (`VICuRLTrainer._vicurl_extra_saves`)."""
+    return int(settings.get("save_every", 10))
 
 
 def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, work_dir: str, settings_path: str,
@@ -89,6 +90,12 @@ def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, wo
         # the policy
         "actor_rollout_ref.model.path": model_path,
         "actor_rollout_ref.model.custom_chat_template": VERBATIM_TEMPLATE,
+        # verl's model config asks transformers for flash_attention_2 unless told otherwise, and the vllm
+        # extra does not install flash-attn. sdpa is torch's own; with use_remove_padding (verl's packed
+        # sequences, attention_mask None) transformers >= 4.53 masks each packed sequence off the others
+        # from the position ids (a test checks the packed log-probs against padded ones).
+        "+actor_rollout_ref.model.override_config.attn_implementation": str(v["attn_implementation"]),
+        "actor_rollout_ref.model.use_remove_padding": True,
         "actor_rollout_ref.actor.strategy": "fsdp2",
         "actor_rollout_ref.actor.optim.lr": float(settings.get("lr", 3e-6)),
         "actor_rollout_ref.actor.optim.weight_decay": float(settings.get("weight_decay", 0.01)),
@@ -107,7 +114,8 @@ def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, wo
         "actor_rollout_ref.actor.kl_loss_type": settings.get("kl_type", "low_var_kl"),
         "actor_rollout_ref.actor.entropy_coeff": 0.0,
         "actor_rollout_ref.actor.loss_agg_mode": settings.get("loss_agg_mode", "seq-mean-token-mean"),
-        "actor_rollout_ref.actor.checkpoint.save_contents": ["model", "optimizer", "extra", "hf_model"],
+        # resume checkpoints only: the evaluated steps are merged to HF on the CPU (`export.export_step`)
+        "actor_rollout_ref.actor.checkpoint.save_contents": ["model", "optimizer", "extra"],
         "actor_rollout_ref.actor.checkpoint.load_contents": ["model", "optimizer", "extra"],
         "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": True,
         "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": max_tok,
@@ -141,7 +149,8 @@ def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, wo
         "trainer.experiment_name": f"{settings.get('reward', 'oracle')}-{settings.get('curriculum', 'none')}-seed{settings.get('seed', 0)}",
     }
     lines = [f"{k}={_q(val)}" for k, val in out.items()]
-    vicurl = {"settings": settings_path, "train_set": train_set, "work_dir": str(work), "vocab_size": int(vocab_size)}
+    vicurl = {"settings": settings_path, "train_set": train_set, "work_dir": str(work), "vocab_size": int(vocab_size),
+              "base_model": model_path}
     if prompt_stats:
         vicurl["prompt_stats"] = prompt_stats
     lines += [f"+vicurl.{k}={_q(val)}" for k, val in vicurl.items()]
@@ -160,14 +169,10 @@ def compose(override_list: list[str]):
 
 
 def run(settings: dict[str, Any], model_path: str, train_set: str, work_dir: str, checkpoints: str, metrics: str,
-        verl: dict[str, Any] | None = None, prompt_stats: str | None = None) -> None:
-    """Train (resuming from ``work_dir``), then publish the exports and metrics (GPU machine)."""
-    from transformers import AutoConfig, AutoTokenizer
-
-    from vicurl.data import schema
-    from vicurl.engines.verl.data import build_prompts, to_verl_frame
+        verl: dict[str, Any] | None = None, prompt_stats: str | None = None) -> dict[str, Any]:
+    """Train (resuming from ``work_dir``), then publish the exports and metrics (GPU machine).
+    Returns what the run's provenance records of it (the prompts dropped as too long)."""
     from vicurl.engines.verl.hook import check_settings
-    from vicurl.io import write_json
 
     check_settings(settings)
     from vicurl.curriculum import make_curriculum
@@ -178,18 +183,59 @@ def run(settings: dict[str, Any], model_path: str, train_set: str, work_dir: str
                          f"pass --prompt-stats")
     prompt_stats = str(Path(prompt_stats).resolve()) if prompt_stats else None  # the trainer runs in a Ray actor
     work = Path(work_dir)
+    ckpt = work / "verl_checkpoints"
+    total, exports = int(settings["total_steps"]), settings.get("export_steps", [])
     work.mkdir(parents=True, exist_ok=True)
-    settings_path = work / "settings.json"
-    write_json(settings_path, settings)
+    report = prepare(settings, model_path, train_set, work)
+    done = export.last_saved_step(ckpt)
+    redone = export.repair_exports(work, exports, ckpt, model_path)  # a job killed while exporting
+    if redone:
+        log.info("exported steps %s that the previous job saved but did not export", redone)
+    if done >= total:  # killed after its last save: training again would run step total + 1
+        log.info("verl's last save is step %d of %d: the run is trained, only publishing", done, total)
+    else:
+        log.info("training from %s", f"verl's save of step {done}" if done else "the base model")
+        train(settings, model_path, work, verl, prompt_stats, n_train=report["rows"] - report["dropped"])
+    publish(work, exports, checkpoints, metrics)
+    return {"long_prompts": report}
+
+
+def prepare(settings: dict[str, Any], model_path: str, train_set: str, work: Path) -> dict[str, Any]:
+    """The run's training rows in verl's format (``<work>/verl_train.parquet``) and in the schema the
+    trainer's hook reads (``<work>/train_set.parquet``), prompts over ``max_prompt_length`` tokens
+    dropped (``train.long_prompts: drop``, counted in ``<work>/long_prompts.json`` and the log) or
+    refused (``fail``). Settings written to ``<work>/settings.json``."""
+    from transformers import AutoTokenizer
+
+    from vicurl.data import schema
+    from vicurl.engines.verl.data import build_prompts, drop_long_prompts, to_verl_frame
+    from vicurl.io import atomic_path, write_json
+
+    write_json(work / "settings.json", settings)
     df = schema.read(train_set)
     tok = AutoTokenizer.from_pretrained(model_path)
     prompts = build_prompts(df, settings.get("prompt_order", "question_first"), tok, bool(settings.get("chat_template")))
-    train_files = work / "verl_train.parquet"
-    to_verl_frame(df, prompts).to_parquet(train_files)
-    vocab = int(AutoConfig.from_pretrained(model_path).vocab_size)
-    ov = overrides(settings, model_path=model_path, train_files=str(train_files), work_dir=str(work),
-                   settings_path=str(settings_path), train_set=str(Path(train_set).resolve()), vocab_size=vocab,
-                   n_train=len(df), verl=verl, prompt_stats=prompt_stats)
+    df, prompts, report = drop_long_prompts(df, prompts, tok, int(settings.get("max_prompt_length", 512)),
+                                            settings.get("long_prompts", "drop"), source=str(train_set))
+    if report["dropped"]:
+        log.warning("%s: dropped %d of %d prompts longer than %d tokens (ids in %s)", train_set, report["dropped"],
+                    report["rows"], report["max_prompt_length"], work / "long_prompts.json")
+    write_json(work / "long_prompts.json", report)
+    schema.write(df, work / "train_set.parquet")
+    with atomic_path(work / "verl_train.parquet") as tmp:
+        to_verl_frame(df, prompts).to_parquet(tmp)
+    return report
+
+
+def train(settings: dict[str, Any], model_path: str, work: Path, verl: dict[str, Any] | None,
+          prompt_stats: str | None, n_train: int) -> None:
+    """verl's GRPO loop with ``VICuRLTrainer`` (resume_mode auto: from verl's last save in ``work``)."""
+    from transformers import AutoConfig
+
+    ov = overrides(settings, model_path=model_path, train_files=str(work / "verl_train.parquet"), work_dir=str(work),
+                   settings_path=str(work / "settings.json"), train_set=str(work / "train_set.parquet"),
+                   vocab_size=int(AutoConfig.from_pretrained(model_path).vocab_size), n_train=n_train, verl=verl,
+                   prompt_stats=prompt_stats)
     os.environ.setdefault("VERL_FILE_LOGGER_PATH", str(work / "verl_log.jsonl"))
     config = compose(ov)
 
@@ -203,21 +249,19 @@ def run(settings: dict[str, Any], model_path: str, train_set: str, work_dir: str
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     run_ppo(config, task_runner_class=VICuRLTaskRunner)
-    publish(work, settings.get("export_steps", []), checkpoints, metrics)
 
 
 def publish(work_dir: str | Path, export_steps, checkpoints: str | Path, metrics: str | Path) -> None:
     """Copy ``<work>/exports/step{N}`` to ``checkpoints/step{N}`` and write ``metrics.jsonl``."""
     from vicurl.engines.verl.hook import read_metrics
-    from vicurl.io import atomic_path, write_text
+    from vicurl.io import write_text
 
     work = Path(work_dir)
     for step in export_steps:
         src = work / "exports" / f"step{step}"
         if not src.exists():
             raise RuntimeError(f"no export for step {step} in {src}")
-        with atomic_path(Path(checkpoints) / f"step{step}") as tmp:
-            shutil.copytree(src, tmp)
+        export.copy_export(src, Path(checkpoints) / f"step{step}")
     write_text(metrics, "".join(json.dumps(m, sort_keys=True) + "\n" for m in read_metrics(work / "metrics.jsonl")))
 
 

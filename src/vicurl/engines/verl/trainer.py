@@ -26,22 +26,24 @@ Five methods are overridden, each calling verl's own; ``fit()`` is not copied.
     the step (AdaRFT's target moves) before ``fit`` draws the next batch. The curriculum and
     reward metrics join the actor's, so ``fit`` logs them through verl's logger; the hook also
     appends the step's row to the run's ``metrics.jsonl``.
-``_save_checkpoint``  after verl's save, the curriculum's state (AdaRFT's target, VCRL's bank)
-    goes next to it (``global_step_N/vicurl_curriculum.json``), and a step the workflow evaluates
-    has its ``huggingface/`` export copied to ``<work>/exports/step{N}`` before
-    ``max_actor_ckpt_to_keep`` deletes it.
-``_load_checkpoint``  after verl's resume, the curriculum's state of that checkpoint.
+``_save_checkpoint``  the curriculum's state (AdaRFT's target, VCRL's bank) goes into the step's
+    folder (``global_step_N/vicurl_curriculum.json``) *before* verl's save, which writes its tracker
+    ``latest_checkpointed_iteration.txt`` last; a step the workflow evaluates is then merged to a
+    Hugging Face folder ``<work>/exports/step{N}`` with the base model's tokenizer (`export`)
+    before ``max_actor_ckpt_to_keep`` deletes its shards. verl saves every ``train.save_every``
+    steps and the last; ``_update_actor`` saves the other evaluated steps.
+``_load_checkpoint``  after verl's resume, the curriculum's state of that checkpoint; a resume from
+    the run's last step is refused (verl's ``fit`` would train one step more).
 
 The run's settings come from the config section ``vicurl`` the launcher adds
 (``vicurl.settings``: a JSON file of `vicurl.runs.train_settings`, ``vicurl.train_set``,
-``vicurl.work_dir``, ``vicurl.vocab_size``, ``vicurl.prompt_stats`` for AdaRFT and SENT).
+``vicurl.work_dir``, ``vicurl.vocab_size``, ``vicurl.base_model``, ``vicurl.prompt_stats`` for
+AdaRFT and SENT).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import uuid
 from pathlib import Path
 
@@ -54,6 +56,7 @@ from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_response_mask
 from verl.utils import tensordict_utils as tu
 from verl.utils.metric import reduce_metrics
 
+from vicurl.engines.verl import export
 from vicurl.engines.verl.hook import Hook
 from vicurl.engines.verl.sampler import CurriculumSampler, proposes
 from vicurl.io import write_json
@@ -225,6 +228,8 @@ class VICuRLTrainer(RayPPOTrainer):
                 actor_metrics[k] = float(v)
             except (TypeError, ValueError):
                 pass
+        if step in self._vicurl_extra_saves():  # an evaluated step verl's save_freq does not save
+            self._save_checkpoint()
         rec = hook.record(step, selection, plan, actor_metrics)
         # the curriculum and reward columns go to verl's logger with the actor's metrics (fit logs them)
         for k, v in rec.items():
@@ -232,34 +237,38 @@ class VICuRLTrainer(RayPPOTrainer):
                 actor_output.meta_info["metrics"][k] = v
         return actor_output
 
+    def _vicurl_extra_saves(self) -> set[int]:
+        """Evaluated steps that verl's ``save_freq`` does not save (nor the last step, always saved)."""
+        hook = self._vicurl_hook()
+        every = int(self.config.trainer.get("save_freq", hook.settings.get("save_every", 10)) or 0)
+        return {int(s) for s in hook.settings.get("export_steps", [])
+                if int(s) != hook.total_steps and (every <= 0 or int(s) % every)}
+
     def _save_checkpoint(self):
-        super()._save_checkpoint()
+        """verl's save, with the curriculum's state written into the step's folder *before* verl's
+        tracker names the step (a crash in between leaves the previous step the latest), then the
+        step's HF export when the workflow evaluates it."""
         hook = self._vicurl_hook()
         step = int(self.global_steps)
-        folder = Path(self.config.trainer.default_local_dir) / f"global_step_{step}"
+        folder = export.step_dir(self.config.trainer.default_local_dir, step)
         write_json(folder / CURRICULUM_STATE, {"step": step, "curriculum": hook.curriculum.state_dict()})
+        super()._save_checkpoint()
         if step in set(hook.settings.get("export_steps", [])):
-            src = folder / "actor" / "huggingface"
-            dest = Path(self.config.vicurl.work_dir) / "exports" / f"step{step}"
-            if not src.exists():
-                raise RuntimeError(f"no Hugging Face export in {src}; the launcher sets actor.checkpoint.save_contents "
-                                   f"with hf_model")
-            tmp = dest.with_name(dest.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(src, tmp)
-            if dest.exists():
-                shutil.rmtree(dest)
-            os.replace(tmp, dest)
+            export.export_step(folder / "actor", Path(self.config.vicurl.work_dir) / "exports" / f"step{step}",
+                               self.config.vicurl.base_model)
 
     def _load_checkpoint(self):
         out = super()._load_checkpoint()
         step = int(getattr(self, "global_steps", 0) or 0)
         if step > 0:  # resumed from global_step_{step}
+            hook = self._vicurl_hook()
+            if step >= hook.total_steps:  # fit would train step total + 1 before it checks for the end
+                raise RuntimeError(f"verl resumed from its save of step {step}, the run's last ({hook.total_steps}): "
+                                   f"nothing to train (the launcher publishes a trained run without verl)")
             trainer_cfg = self.config.trainer
             folder = Path(trainer_cfg.resume_from_path) if trainer_cfg.get("resume_mode") == "resume_path" else \
                 Path(trainer_cfg.default_local_dir) / f"global_step_{step}"
             path = folder / CURRICULUM_STATE
-            hook = self._vicurl_hook()
             if path.exists():
                 hook.curriculum.load_state_dict(json.loads(path.read_text())["curriculum"])
             elif hook.curriculum.state_dict():

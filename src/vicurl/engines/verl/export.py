@@ -1,0 +1,94 @@
+"""A verl checkpoint step -> the Hugging Face folder the workflow evaluates (``<work>/exports/step{N}``).
+
+verl's resume checkpoints (``global_step_N/actor``) hold FSDP shards of the model and optimizer;
+the launcher leaves ``hf_model`` out of verl's ``checkpoint.save_contents``, so a resume save
+costs no full-model write. At the steps the workflow evaluates, ``export_step`` merges the
+shards with verl's own model merger (``verl.model_merger``, CPU, bf16 as verl's ``hf_model``)
+and gives the folder the *base model's* tokenizer: the tokenizer verl saves next to the shards
+carries the launcher's pass-through chat template (`vicurl.engines.verl.data.VERBATIM_TEMPLATE`),
+which would make evaluation render instruct models' prompts without their chat format.
+
+Plain CPU code (no Ray, no GPU): the launcher calls it to repair an export a killed job left
+undone, ``VICuRLTrainer._save_checkpoint`` after each save of an evaluated step.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from vicurl.io import atomic_path
+
+TRACKER = "latest_checkpointed_iteration.txt"  # verl's record of its last complete save
+
+# what a tokenizer's save_pretrained may write (transformers 5): removed before the base's is saved,
+# so no file of verl's tokenizer (its chat_template.jinja above all) survives beside the base's
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "chat_template.jinja", "chat_template.json", "vocab.json", "merges.txt", "tokenizer.model")
+
+
+def step_dir(checkpoint_dir: str | Path, step: int) -> Path:
+    """verl's folder of the save at ``step`` (``trainer.default_local_dir``/global_step_N)."""
+    return Path(checkpoint_dir) / f"global_step_{int(step)}"
+
+
+def last_saved_step(checkpoint_dir: str | Path) -> int:
+    """The step of verl's last complete save (its tracker file), 0 when there is none."""
+    p = Path(checkpoint_dir) / TRACKER
+    if not p.exists():
+        return 0
+    text = p.read_text().strip()
+    if not text.isdigit():
+        raise RuntimeError(f"{p}: {text!r} is not a step number; delete {p.parent} to restart the run")
+    return int(text)
+
+
+def use_base_tokenizer(model_dir: str | Path, base_model: str | Path) -> None:
+    """Replace the tokenizer files of ``model_dir`` with the base model's tokenizer, as loaded."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(base_model))
+    for name in TOKENIZER_FILES:
+        (Path(model_dir) / name).unlink(missing_ok=True)
+    tokenizer.save_pretrained(str(model_dir))
+
+
+def export_step(actor_dir: str | Path, dest: str | Path, base_model: str | Path) -> None:
+    """``global_step_N/actor`` (FSDP shards, ``huggingface/`` config) -> a whole HF model at ``dest``
+    (atomically: a killed export leaves no folder, and the launcher redoes it)."""
+    from verl.model_merger.base_model_merger import ModelMergerConfig
+    from verl.model_merger.fsdp_model_merger import FSDPModelMerger
+
+    actor_dir = Path(actor_dir)
+    if not (actor_dir / "fsdp_config.json").exists():
+        raise RuntimeError(f"{actor_dir} is not a complete verl FSDP checkpoint (no fsdp_config.json)")
+    with atomic_path(dest) as tmp:
+        cfg = ModelMergerConfig(operation="merge", backend="fsdp", local_dir=str(actor_dir), target_dir=str(tmp),
+                                hf_model_config_path=str(actor_dir / "huggingface"))
+        FSDPModelMerger(cfg).merge_and_save()
+        use_base_tokenizer(tmp, base_model)
+
+
+def missing_exports(work_dir: str | Path, export_steps, checkpoint_dir: str | Path) -> list[int]:
+    """Evaluated steps up to verl's last save whose export is missing (a job killed while exporting)."""
+    last = last_saved_step(checkpoint_dir)
+    return [int(s) for s in export_steps if int(s) <= last and not (Path(work_dir) / "exports" / f"step{int(s)}").exists()]
+
+
+def repair_exports(work_dir: str | Path, export_steps, checkpoint_dir: str | Path, base_model: str | Path) -> list[int]:
+    """Redo the missing exports whose checkpoint is still on disk; the ones verl already rotated
+    away cannot be redone: an error naming them (the run must restart)."""
+    missing = missing_exports(work_dir, export_steps, checkpoint_dir)
+    lost = [s for s in missing if not (step_dir(checkpoint_dir, s) / "actor" / "fsdp_config.json").exists()]
+    if lost:
+        raise RuntimeError(f"the exports of steps {lost} are missing and their checkpoints are gone; delete "
+                           f"{Path(work_dir)} to retrain the run")
+    for s in missing:
+        export_step(step_dir(checkpoint_dir, s) / "actor", Path(work_dir) / "exports" / f"step{s}", base_model)
+    return missing
+
+
+def copy_export(src: str | Path, dest: str | Path) -> None:
+    """Copy a finished export (publishing it as a declared output), atomically."""
+    with atomic_path(dest) as tmp:
+        shutil.copytree(src, tmp)
