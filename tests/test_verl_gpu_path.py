@@ -1,0 +1,383 @@
+"""The verl engine's path to a GPU run, checked with verl's and transformers' own code on the CPU.
+
+Each test runs the library code that a first cluster run would run at that point: verl's model
+config (``HFModelConfig``), its model loading, its packed (remove-padding) model inputs, its
+FSDP checkpoint manager (two gloo ranks, FSDP2 shards), its model merger and its rollout
+tokenizer (the Continuous Token builder). Nothing of verl is mocked here; the tiny model is a
+Llama whose tokenizer has a BOS token and a Llama-3-like chat template.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from vicurl.data import schema
+from vicurl.engines.verl import export, launch
+from vicurl.engines.verl.data import VERBATIM_TEMPLATE, build_prompts, drop_long_prompts, prompt_lengths
+from vicurl.engines.verl.trainer import CURRICULUM_STATE, VICuRLTrainer
+
+CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|start|>{{ m['role'] }}\n{{ m['content'] }}<|end|>"
+                 "{% endfor %}{% if add_generation_prompt %}<|start|>assistant\n{% endif %}")
+CHARS = list("0123456789+-*=. ()<>/\\{}abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'\n,$:?|_")
+
+
+def make_chat_model(path: Path, seed: int = 0) -> Path:
+    """A 2-layer Llama and a character tokenizer with BOS ``<s>`` (prepended by the tokenizer's
+    post-processor, as Llama's is) and a chat template that renders the BOS itself."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<eos>": 1, "<s>": 2, "<|start|>": 3, "<|end|>": 4}
+    for c in CHARS:
+        vocab.setdefault(c, len(vocab))
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    tk.decoder = decoders.Fuse()
+    tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 2)])
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>", bos_token="<s>",
+                                  additional_special_tokens=["<|start|>", "<|end|>"])
+    tok.chat_template = CHAT_TEMPLATE
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
+                      tie_word_embeddings=False, pad_token_id=0, eos_token_id=1, bos_token_id=2)
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def chat_model_dir(tmp_path_factory):
+    return make_chat_model(tmp_path_factory.mktemp("chat_model") / "model")
+
+
+def settings_for(**kw):
+    return {"total_steps": 6, "batch_size": 2, "group_size": 2, "save_every": 2, "export_steps": [3, 6],
+            "reward": "majority_vote", "curriculum": "vicurl", "seed": 0, "chat_template": True,
+            "max_prompt_length": 400, "max_response_length": 32, **kw}
+
+
+def launcher_config(model_dir, work, settings=None, verl=None):
+    """verl's composed ``ppo_trainer`` config with the launcher's overrides for this model."""
+    ov = launch.overrides(settings or settings_for(), model_path=str(model_dir), train_files=str(work / "t.parquet"),
+                          work_dir=str(work), settings_path=str(work / "s.json"), train_set=str(work / "ts.parquet"),
+                          vocab_size=100, n_train=8, verl={"n_gpus_per_node": 1, **(verl or {})})
+    return launch.compose(ov)
+
+
+def verl_model_config(config):
+    """What verl's TaskRunner and workers build from ``actor_rollout_ref.model`` (main_ppo_v0)."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    return omega_conf_to_dataclass(config.actor_rollout_ref.model)
+
+
+def load_like_verls_engine(model_config):
+    """The actor's module as verl's FSDP engine builds it (``FSDPEngine._build_module``)."""
+    from verl.utils.model import get_hf_auto_model_class
+
+    cls = get_hf_auto_model_class(hf_config=model_config.hf_config)
+    return cls.from_pretrained(model_config.local_path, torch_dtype=torch.float32, config=model_config.hf_config)
+
+
+# ---------------------------------------------------------------- 1. attention implementation
+
+
+def test_the_launchers_model_config_loads_through_verls_own_code(chat_model_dir, tmp_path):
+    mc = verl_model_config(launcher_config(chat_model_dir, tmp_path))
+    assert mc.hf_config._attn_implementation == "sdpa" and mc.use_remove_padding
+    model = load_like_verls_engine(mc)
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_verls_default_attention_needs_flash_attn(chat_model_dir, tmp_path):
+    """Without the launcher's choice verl asks for flash_attention_2, which the envs do not install."""
+    import importlib.util
+
+    from verl.workers.config import HFModelConfig
+
+    mc = HFModelConfig(path=str(chat_model_dir))
+    assert mc.hf_config._attn_implementation == "flash_attention_2"
+    if importlib.util.find_spec("flash_attn") is not None:
+        pytest.skip("flash-attn is installed here")
+    with pytest.raises(ImportError, match="FlashAttention2"):
+        load_like_verls_engine(mc)
+
+
+def test_packed_sdpa_log_probs_equal_one_sequence_at_a_time(chat_model_dir, tmp_path):
+    """verl's remove-padding forward (sequences packed in one row, attention_mask None, position ids
+    restarting at each sequence: ``FSDPEngineWithLMHead.prepare_model_inputs``) under sdpa attends
+    within each sequence only: the log-probs equal those of each sequence alone."""
+    from verl.utils.torch_functional import logprobs_from_logits
+
+    model = load_like_verls_engine(verl_model_config(launcher_config(chat_model_dir, tmp_path))).eval()
+    g = torch.Generator().manual_seed(0)
+    seqs = [torch.randint(5, model.config.vocab_size, (n,), generator=g) for n in (7, 12, 3, 9)]
+    input_ids = torch.nested.as_nested_tensor(seqs, layout=torch.jagged)
+    position_ids = torch.nested.as_nested_tensor([torch.arange(len(s)) for s in seqs], layout=torch.jagged)
+    with torch.no_grad():
+        logits = model(input_ids=input_ids.values().unsqueeze(0), attention_mask=None,
+                       position_ids=position_ids.values().unsqueeze(0), use_cache=False).logits[0]  # as verl calls it
+        rolled = torch.roll(input_ids.values(), shifts=-1)
+        packed = logprobs_from_logits(logits, rolled)
+        start = 0
+        for s in seqs:
+            alone = model(input_ids=s[None]).logits[0]
+            lp = logprobs_from_logits(alone[:-1], s[1:])
+            torch.testing.assert_close(packed[start : start + len(s) - 1], lp, atol=1e-5, rtol=1e-5)
+            start += len(s)
+
+
+# ---------------------------------------------------------------- 2., 4. exports: merged shards, base tokenizer
+
+SAVE_SCRIPT = r"""
+import os, sys, torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from omegaconf import OmegaConf
+from verl.utils.config import omega_conf_to_dataclass
+from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
+
+model_cfg, out, step = sys.argv[1], sys.argv[2], int(sys.argv[3])
+dist.init_process_group("gloo")
+mc = omega_conf_to_dataclass(OmegaConf.load(model_cfg))  # the launcher's actor_rollout_ref.model
+from verl.utils.model import get_hf_auto_model_class
+model = get_hf_auto_model_class(hf_config=mc.hf_config).from_pretrained(mc.local_path, torch_dtype=torch.float32,
+                                                                         config=mc.hf_config)
+mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("fsdp",))
+for layer in model.model.layers:
+    fully_shard(layer, mesh=mesh)
+fully_shard(model, mesh=mesh)
+with torch.no_grad():  # a trained policy differs from the base
+    for p in model.parameters():
+        p.add_(0.01)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+contents = {"save_contents": ["model", "optimizer", "extra"], "load_contents": ["model", "optimizer", "extra"]}
+cm = FSDPCheckpointManager(model=model, optimizer=opt, lr_scheduler=None, processing_class=mc.get_processor(),
+                           checkpoint_config=contents)
+cm.save_checkpoint(out, None, step, max_ckpt_to_keep=1)
+dist.destroy_process_group()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def save_fsdp_checkpoint(config, actor_dir: Path, tmp_path: Path, step: int, world_size: int = 2) -> None:
+    """verl's ``FSDPCheckpointManager.save_checkpoint`` of an FSDP2 model on ``world_size`` gloo ranks,
+    the model and tokenizer built from the launcher's model config as verl's workers build them."""
+    script, model_cfg = tmp_path / "save.py", tmp_path / "model.yaml"
+    script.write_text(SAVE_SCRIPT)
+    OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(world_size),
+           "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, str(script), str(model_cfg), str(actor_dir), str(step)],
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(world_size)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(outs)[-3000:]
+
+
+@pytest.fixture(scope="module")
+def saved_step(chat_model_dir, tmp_path_factory):
+    """A verl resume checkpoint of step 3 (two FSDP2 ranks) from the launcher's config."""
+    tmp = tmp_path_factory.mktemp("fsdp")
+    config = launcher_config(chat_model_dir, tmp)
+    ckpt = tmp / "verl_checkpoints"
+    save_fsdp_checkpoint(config, export.step_dir(ckpt, 3) / "actor", tmp, step=3)
+    return config, ckpt
+
+
+def test_an_export_renders_the_base_models_chat_prompt(chat_model_dir, saved_step, tmp_path):
+    """base model -> launcher's tokenizer setup (verl's model config: the pass-through template) ->
+    verl's checkpoint save -> export -> load: the prompt the base tokenizer renders, and the weights."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    config, ckpt = saved_step
+    actor = export.step_dir(ckpt, 3) / "actor"
+    saved = AutoTokenizer.from_pretrained(actor / "huggingface")
+    assert saved.chat_template == VERBATIM_TEMPLATE  # what verl's save leaves: the defect an export must not copy
+    assert "hf_model" not in config.actor_rollout_ref.actor.checkpoint.save_contents
+    dest = tmp_path / "exports" / "step3"
+    export.export_step(actor, dest, chat_model_dir)
+
+    base, exported = AutoTokenizer.from_pretrained(chat_model_dir), AutoTokenizer.from_pretrained(dest)
+    msgs = [{"role": "user", "content": "What is 2+3?"}]
+    want = base.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    assert exported.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) == want
+    assert want.startswith("<s><|start|>user\n")
+    assert exported("x 1", add_special_tokens=False)["input_ids"] == base("x 1", add_special_tokens=False)["input_ids"]
+    # the weights: the shards' (base + 0.01), merged, in bf16 as verl's own hf_model save writes them
+    model, ref = AutoModelForCausalLM.from_pretrained(dest), AutoModelForCausalLM.from_pretrained(chat_model_dir)
+    for (name, p), (_, q) in zip(model.state_dict().items(), ref.state_dict().items()):
+        torch.testing.assert_close(p.float(), (q + 0.01).bfloat16().float(), msg=name)
+
+
+def test_a_killed_export_is_redone_and_a_rotated_one_is_refused(chat_model_dir, saved_step, tmp_path):
+    config, ckpt = saved_step
+    work = tmp_path / "work"
+    (ckpt / export.TRACKER).write_text("3")
+    assert export.missing_exports(work, [3, 6], ckpt) == [3]
+    assert export.repair_exports(work, [3, 6], ckpt, chat_model_dir) == [3]
+    assert (work / "exports" / "step3" / "config.json").exists() and export.missing_exports(work, [3, 6], ckpt) == []
+    with pytest.raises(RuntimeError, match=r"steps \[2\].*delete"):
+        export.repair_exports(work, [2, 3], ckpt, chat_model_dir)  # step 2's shards were rotated away
+
+
+# ---------------------------------------------------------------- 3. a finished run only publishes
+
+
+def test_a_rerun_after_the_last_save_publishes_without_training(chat_model_dir, saved_step, tmp_path, monkeypatch):
+    """The tracker says T (the job died while exporting or publishing): no verl run (it would train
+    step T + 1), the missing export is merged from the shards, everything is published."""
+    import shutil
+
+    _, ckpt0 = saved_step
+    work = tmp_path / "_work"
+    ckpt = work / "verl_checkpoints"
+    shutil.copytree(export.step_dir(ckpt0, 3), export.step_dir(ckpt, 3))
+    (ckpt / export.TRACKER).write_text("3")
+    metrics = [{"step": s, "reward/mean": 0.1 * s} for s in (1, 2, 3)]
+    (work / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    train_set = tmp_path / "train.parquet"
+    schema.write(train_df(4), train_set)
+    monkeypatch.setattr(launch, "train", lambda *a, **k: pytest.fail("a finished run must not train again"))
+    s = settings_for(total_steps=3, export_steps=[3])
+    out = launch.run(s, str(chat_model_dir), str(train_set), str(work), str(tmp_path / "ck"), str(tmp_path / "m.jsonl"))
+    assert (tmp_path / "ck" / "step3" / "model.safetensors").exists()
+    assert [json.loads(x)["step"] for x in (tmp_path / "m.jsonl").read_text().splitlines()] == [1, 2, 3]
+    assert out["long_prompts"]["dropped"] == 0
+
+
+def test_verl_resuming_from_the_last_step_is_refused(tmp_path):
+    t = object.__new__(VICuRLTrainer)
+    t.config = OmegaConf.create({"trainer": {"default_local_dir": str(tmp_path), "resume_mode": "auto"}})
+    t._hook = type("H", (), {"total_steps": 6})()
+    t.global_steps = 6
+    with pytest.raises(RuntimeError, match="nothing to train"):
+        _load_after_verls(t)
+
+
+def _load_after_verls(t):
+    """``VICuRLTrainer._load_checkpoint`` with verl's own part done (it set global_steps from the tracker)."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    orig = RayPPOTrainer._load_checkpoint
+    RayPPOTrainer._load_checkpoint = lambda self: None
+    try:
+        return t._load_checkpoint()
+    finally:
+        RayPPOTrainer._load_checkpoint = orig
+
+
+# ---------------------------------------------------------------- 5. prompts over max_prompt_length
+
+
+def train_df(n, long_every=None):
+    q = [("What is " + "1+" * (40 if long_every and i % long_every == 0 else 1) + f"{i}?") for i in range(n)]
+    return schema.to_frame([schema.make_row(id=f"p{i}", question=q[i], answer=str(i + 1), source="t") for i in range(n)])
+
+
+def test_prompt_lengths_are_the_tokens_verls_rollout_builds(chat_model_dir, tmp_path):
+    """verl's agent loop tokenizes the parquet's message with its Continuous Token builder and the
+    launcher's pass-through template: exactly the ids we count (no BOS added)."""
+    from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+
+    mc = verl_model_config(launcher_config(chat_model_dir, tmp_path))
+    tok = mc.tokenizer  # verl set the custom template on it
+    assert tok.chat_template == VERBATIM_TEMPLATE
+    from transformers import AutoTokenizer
+
+    prompts = build_prompts(train_df(3), "question_first", AutoTokenizer.from_pretrained(chat_model_dir), True)
+    for model_type in ("llama", None):  # Llama's builder, the generic one (qwen2's needs Qwen's <|im_end|>)
+        builder = create_continuous_token_builder(tok, hf_model_type=model_type)
+        built = [builder.build_initial_tokens([{"role": "user", "content": p}]) for p in prompts]
+        assert [len(b) for b in built] == prompt_lengths(tok, prompts)
+        assert built[0] == tok(prompts[0], add_special_tokens=False)["input_ids"]
+        assert built[0].count(tok.bos_token_id) == 1  # the chat template's BOS, and no second one
+
+
+def test_long_prompts_are_dropped_and_counted_or_refused(chat_model_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(chat_model_dir)
+    df = train_df(6, long_every=3)  # p0, p3 are long
+    prompts = build_prompts(df, "question_first", tok, True)
+    kept, kept_prompts, report = drop_long_prompts(df, prompts, tok, 220)
+    assert report["dropped"] == 2 and report["dropped_ids"] == ["p0", "p3"] and report["rows"] == 6
+    assert list(kept["id"]) == ["p1", "p2", "p4", "p5"] and kept_prompts == [prompts[i] for i in (1, 2, 4, 5)]
+    assert max(prompt_lengths(tok, kept_prompts)) <= 220 < report["longest"]
+    with pytest.raises(ValueError, match=r"train.parquet: 2 prompt\(s\) longer than train.max_prompt_length=220.*'p0'"):
+        drop_long_prompts(df, prompts, tok, 220, "fail", source="train.parquet")
+
+
+def test_the_launcher_trains_on_the_kept_rows_only(chat_model_dir, tmp_path):
+    """The verl parquet and the set the trainer's hook reads hold the same kept rows, in order
+    (verl's dataset row i is the hook's row i); the count is in long_prompts.json."""
+    train_set = tmp_path / "train.parquet"
+    schema.write(train_df(6, long_every=3), train_set)
+    work = tmp_path / "_work"
+    work.mkdir()
+    report = launch.prepare(settings_for(max_prompt_length=220), str(chat_model_dir), str(train_set), work)
+    verl_rows = pd.read_parquet(work / "verl_train.parquet")
+    hook_rows = schema.read(work / "train_set.parquet")
+    assert [e["id"] for e in verl_rows["extra_info"]] == list(hook_rows["id"]) == ["p1", "p2", "p4", "p5"]
+    assert json.loads((work / "long_prompts.json").read_text()) == report and report["dropped"] == 2
+
+
+# ---------------------------------------------------------------- 6. the curriculum state before verl's tracker
+
+
+class _SaveOnly:
+    """The actor worker group's ``save_checkpoint`` (what verl's ``_save_checkpoint`` calls on it)."""
+
+    def __init__(self, fail=False):
+        self.fail = fail
+
+    def save_checkpoint(self, local_path, remote_path, step, max_ckpt_to_keep=None):
+        state = Path(local_path).parent / CURRICULUM_STATE
+        assert state.exists(), "the curriculum state must be on disk before verl's save (and its tracker)"
+        if self.fail:
+            raise KeyboardInterrupt("killed while saving")
+
+
+def state_trainer(tmp_path, fail=False):
+    from vicurl.curriculum import make_curriculum
+
+    t = object.__new__(VICuRLTrainer)
+    t.config = OmegaConf.create({
+        "actor_rollout_ref": {"actor": {"checkpoint": {"async_save": False}}},
+        "trainer": {"default_local_dir": str(tmp_path / "ckpt"), "default_hdfs_dir": None, "max_actor_ckpt_to_keep": 1},
+        "vicurl": {"work_dir": str(tmp_path / "work")}})
+    t.use_critic = False
+    t.actor_rollout_wg = _SaveOnly(fail)
+    t.train_dataloader = type("DL", (), {"state_dict": lambda self: {}})()
+    t._hook = type("H", (), {"settings": {"export_steps": []}, "total_steps": 6,
+                             "curriculum": make_curriculum("vicurl", {})})()
+    return t
+
+
+def test_the_curriculum_state_is_written_before_verls_tracker(tmp_path):
+    t = state_trainer(tmp_path)
+    t.global_steps = 2
+    t._save_checkpoint()
+    assert export.last_saved_step(tmp_path / "ckpt") == 2
+    t = state_trainer(tmp_path, fail=True)
+    t.global_steps = 4
+    with pytest.raises(KeyboardInterrupt):
+        t._save_checkpoint()
+    assert export.last_saved_step(tmp_path / "ckpt") == 2  # the tracker still names a complete save
+    assert (export.step_dir(tmp_path / "ckpt", 2) / CURRICULUM_STATE).exists()
