@@ -381,3 +381,32 @@ def test_the_curriculum_state_is_written_before_verls_tracker(tmp_path):
         t._save_checkpoint()
     assert export.last_saved_step(tmp_path / "ckpt") == 2  # the tracker still names a complete save
     assert (export.step_dir(tmp_path / "ckpt", 2) / CURRICULUM_STATE).exists()
+
+
+# ---------------------------------------------------------------- the first GPU run for users
+
+
+def test_the_gpu_smoke_config_composes_with_verls_config():
+    """config/gpu_smoke.yaml: one verl run on one GPU, exported at steps 2 and 4, accepted by verl's
+    own config and ``validate_config`` (what its ``main`` runs first)."""
+    import yaml
+    from snakemake.utils import validate
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    from vicurl import runs as runs_lib
+    from vicurl.engines.verl.hook import check_settings
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((root / "config" / "gpu_smoke.yaml").read_text())
+    validate(cfg, str(root / "config" / "schema.yaml"), set_default=True)
+    (run,) = runs_lib.runs(cfg)
+    settings = runs_lib.train_settings(cfg, run)
+    check_settings(settings)
+    assert settings["export_steps"] == [2, 4] and settings["chat_template"]
+    ov = launch.overrides(settings, model_path=cfg["models"][run.model]["hub_id"], train_files="/d/t.parquet",
+                          work_dir="/w", settings_path="/w/s.json", train_set="/w/ts.parquet", vocab_size=151936,
+                          n_train=256, verl=cfg["verl"])
+    c = launch.compose(ov)
+    validate_config(config=c, use_reference_policy=need_reference_policy(c), use_critic=need_critic(c))
+    assert c.trainer.n_gpus_per_node == 1 and c.trainer.save_freq == 2 and c.actor_rollout_ref.rollout.n == 4
