@@ -48,6 +48,10 @@ def base_model_input(model):
 
 
 VERL_ENGINE = config["engine"] == "verl"
+VLLM_EVAL = config["eval"]["engine"] == "vllm"
+# where prompt_stats, probe and transformers generation run (vicurl.devices.resolve, in the job:
+# auto = CUDA when the job has a GPU, else the CPU; config key `device`)
+DEVICE = config["device"]
 
 
 def train_resources():

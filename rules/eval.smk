@@ -17,15 +17,16 @@ rule generate:
         eval=lambda w: runs_lib.eval_settings(config, w.study),  # `eval` with the study's `eval` over it
         prompt_order=config["prompt"]["order"],
         chat_template=lambda w: bool(config["models"][w.model].get("chat_template", False)),
+        device=DEVICE,
     threads: config["threads"]
     resources:
-        gpu=1 if config["eval"]["engine"] == "vllm" else 0,
+        gpu=1 if VLLM_EVAL else 0,
     log:
         f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.generate.log",
     benchmark:
         f"{R}/benchmarks/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.generate.tsv"
     conda:
-        "../envs/vllm.yaml" if config["eval"]["engine"] == "vllm" else "../envs/cpu.yaml"
+        "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
     script:
         "../workflow_scripts/generate.py"
 

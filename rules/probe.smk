@@ -18,13 +18,18 @@ rule probe:
         base_dir=lambda w: base_model_dir(w.model),
         settings=lambda w: runs_lib.train_settings(config, run_of(w)),
         probe=config["probes"],
+        device=DEVICE,
     threads: config["threads"]
+    resources:
+        gpu=1 if VERL_ENGINE else 0,
     log:
         f"{R}/logs/probes/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}.log",
     benchmark:
         f"{R}/benchmarks/probes/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}.tsv"
     conda:
-        "../envs/cpu.yaml"
+        # GPU clusters: the training environment (CUDA torch, and the torch, transformers and verl
+        # loss code that trained the probed checkpoints); the demo: the CPU one
+        "../envs/verl.yaml" if VERL_ENGINE else "../envs/cpu.yaml"
     script:
         "../workflow_scripts/probe.py"
 

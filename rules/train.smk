@@ -36,7 +36,8 @@ rule train:
 
 rule prompt_stats:
     """k samples of the initial policy per training prompt, graded: pass rate and difficulty
-    (AdaRFT), semantic entropy (SENT). Only runs whose curriculum needs them depend on it."""
+    (AdaRFT), semantic entropy (SENT). Only runs whose curriculum needs them depend on it.
+    Sampled by the evaluation's generator (`eval.engine`): vLLM on one GPU, like rule generate."""
     input:
         model=lambda w: base_model_input(w.model),
         problems=lambda w: dataset_path(w.dataset),
@@ -47,12 +48,17 @@ rule prompt_stats:
         settings=config["prompt_stats"],
         prompt_order=config["prompt"]["order"],
         chat_template=lambda w: bool(config["models"][w.model].get("chat_template", False)),
+        engine=config["eval"]["engine"],
+        vllm=config["eval"]["vllm"],
+        device=DEVICE,
     threads: config["threads"]
+    resources:
+        gpu=1 if VLLM_EVAL else 0,
     log:
         f"{R}/logs/prompt_stats/{{model}}/{{dataset}}.log",
     benchmark:
         f"{R}/benchmarks/prompt_stats/{{model}}/{{dataset}}.tsv"
     conda:
-        "../envs/cpu.yaml"
+        "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
     script:
         "../workflow_scripts/prompt_stats.py"

@@ -1,6 +1,7 @@
 """Rules generate / generate_checkpoint: n samples per problem of one checkpoint on one benchmark,
 or on each of its benchmarks from one model load (vLLM on GPUs, transformers on CPU)."""
 from vicurl.data import schema
+from vicurl.evaluation.engines import generate_sets_with
 from vicurl.evaluation.records import combine, write_records
 from vicurl.workflow import setup
 
@@ -9,7 +10,11 @@ ev = snakemake.params.eval
 w = snakemake.wildcards
 # the sampling seed follows the run's seed and the step, so reruns reproduce the samples
 seed = int(w.seed) * 1_000_003 + int(w.step)
-common = dict(
+problem_sets = {b: schema.read(p) for b, p in zip(snakemake.params.benchmarks, snakemake.input.problems, strict=True)}
+records = generate_sets_with(
+    ev["engine"],
+    snakemake.params.model_dir,
+    problem_sets,
     n=ev["n_samples"],
     temperature=ev["temperature"],
     top_p=ev["top_p"],
@@ -17,17 +22,11 @@ common = dict(
     seed=seed,
     prompt_order=snakemake.params.prompt_order,
     chat_template=snakemake.params.chat_template,
+    batch_size=ev["batch_size"],
+    threads=snakemake.threads,
+    device=snakemake.params.device,
+    vllm_args=ev["vllm"],
 )
-problem_sets = {b: schema.read(p) for b, p in zip(snakemake.params.benchmarks, snakemake.input.problems, strict=True)}
-if ev["engine"] == "vllm":
-    from vicurl.evaluation.vllm_generate import generate_sets_vllm
-
-    records = generate_sets_vllm(snakemake.params.model_dir, problem_sets, engine_args=ev["vllm"], **common)
-else:
-    from vicurl.evaluation.generate import generate_sets
-
-    records = generate_sets(snakemake.params.model_dir, problem_sets, batch_size=ev["batch_size"],
-                            threads=snakemake.threads, **common)
 if snakemake.rule == "generate":  # one benchmark's file
     write_records(records[w.bench], snakemake.output[0])
 else:  # the checkpoint's file: every benchmark, with a `benchmark` column

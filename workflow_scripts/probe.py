@@ -11,7 +11,8 @@ from vicurl.probes.probe import ProbeConfig, run_probe  # noqa: E402
 w, p = snakemake.wildcards, dict(snakemake.params.probe)
 probe = ProbeConfig(**{k: p[k] for k in ("n_prompts", "rollouts", "method", "sketch_dim", "seed")})
 result = run_probe(TrainConfig.from_dict(dict(snakemake.params.settings)), snakemake.params.checkpoint_dir,
-                   snakemake.params.base_dir, schema.read(snakemake.input.train_set), step=int(w.step), probe=probe)
+                   snakemake.params.base_dir, schema.read(snakemake.input.train_set), step=int(w.step), probe=probe,
+                   device=snakemake.params.device)
 reward, curriculum = w.setting.split("-", 1)
 result.update(study=w.study, model=w.model, reward=reward, curriculum=curriculum, seed=int(w.seed))
 write_json(snakemake.output[0], result)

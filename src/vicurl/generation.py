@@ -3,6 +3,9 @@
 Rows are prompt-major: the samples of prompt j are rows ``j*n .. j*n + n - 1``. The layout
 matches verl's: left-padded prompts, right-padded responses, a response mask that covers
 the tokens up to and including the first EOS.
+
+Sampling runs on the model's device; the returned tensors are always on the CPU, so scoring,
+rewards and curricula never see a device.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 from transformers import GenerationConfig
+
+from vicurl.prompts import prompt_token_ids
 
 
 @dataclass
@@ -44,6 +49,18 @@ class Rollouts:
             self.texts + other.texts,
             torch.cat([self.truncated, other.truncated]),
         )
+
+
+def left_padded(ids: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token id lists as one left-padded (N, P) batch and its attention mask (as the tokenizer pads)."""
+    width = max((len(x) for x in ids), default=0)
+    input_ids = torch.full((len(ids), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for i, x in enumerate(ids):
+        if x:
+            input_ids[i, width - len(x) :] = torch.tensor(x, dtype=torch.long)
+            mask[i, width - len(x) :] = 1
+    return input_ids, mask
 
 
 def response_mask_from_ids(response_ids: torch.Tensor, eos_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -94,22 +111,22 @@ def sample(
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
-    expanded = [p for p in prompts for _ in range(n)]
-    tokenizer.padding_side = "left"
-    enc = tokenizer(expanded, return_tensors="pt", padding=True, add_special_tokens=False)
-    prompt_ids, prompt_mask = enc["input_ids"], enc["attention_mask"]
+    encoded = [prompt_token_ids(tokenizer, p) for p in prompts]
+    prompt_ids, prompt_mask = left_padded([ids for ids in encoded for _ in range(n)], tokenizer.pad_token_id)
+    device = model.device
     gen = torch.Generator().manual_seed(int(seed))
     chunks = []
-    for start in range(0, len(expanded), batch_size):
-        # a fresh seed per chunk drawn from one generator: results depend only on (seed, batch_size)
+    for start in range(0, len(prompt_ids), batch_size):
+        # a fresh seed per chunk drawn from one generator: results depend only on (seed, batch_size);
+        # torch.manual_seed seeds the CUDA generators too
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
         ids = prompt_ids[start : start + batch_size]
         out = model.generate(
-            input_ids=ids,
-            attention_mask=prompt_mask[start : start + batch_size],
+            input_ids=ids.to(device),
+            attention_mask=prompt_mask[start : start + batch_size].to(device),
             generation_config=gen_cfg,
         )
-        chunks.append(out[:, ids.shape[1] :])
+        chunks.append(out[:, ids.shape[1] :].cpu())  # no copy on the CPU
     width = max(max(c.shape[1] for c in chunks), 1)
     pad = tokenizer.pad_token_id
     response_ids = torch.cat(

@@ -63,3 +63,15 @@ def build_prompt(
             [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
         )
     return text + "\n"
+
+
+def prompt_token_ids(tokenizer, text: str) -> list[int]:
+    """The token ids a model is conditioned on for prompt ``text``: the one definition shared by
+    the CPU sampler, vLLM evaluation and (through verl's RLHFDataset, which tokenizes the same
+    way) training.
+
+    No special tokens are added: a chat template already renders its own BOS (Llama's
+    ``<|begin_of_text|>``), and base models are trained on the bare text. Tokenizing with special
+    tokens (vLLM's default for string prompts) would put a second or an unseen BOS in front.
+    """
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -12,15 +12,20 @@ Clusters are built greedily as in EMPO: each answer joins the first cluster whos
 representative (first member) is equivalent to it, else opens a new one; a sample without an
 answer is a cluster of its own (it agrees with nothing), so a prompt the model cannot answer
 has high entropy.
+
+``offline_statistics`` is the whole rule: sampling goes through ``eval.engine``'s generator
+(``vicurl.evaluation.engines``: vLLM on GPU clusters), grading through the evaluation's graders.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from vicurl.evaluation.engines import generate_sets_with
+from vicurl.evaluation.grade import grade_records
 from vicurl.grading import is_equiv
 
 COLUMNS = ["id", "k", "pass_rate", "difficulty", "semantic_entropy", "n_clusters", "no_answer_rate"]
@@ -71,3 +76,26 @@ def prompt_statistics(graded: pd.DataFrame) -> pd.DataFrame:
             "no_answer_rate": float(sum(a is None for a in answers) / len(answers)),
         })
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def offline_statistics(
+    model_dir: str,
+    problems: pd.DataFrame,
+    settings: Mapping[str, Any],
+    *,
+    engine: str = "transformers",
+    vllm_args: dict[str, Any] | None = None,
+    prompt_order: str = "question_first",
+    chat_template: bool = False,
+    threads: int = 1,
+    device: str = "auto",
+) -> pd.DataFrame:
+    """Rule prompt_stats: ``settings["k"]`` samples of the model per problem from ``engine``
+    (``eval.engine``), graded, one row per prompt. ``settings``: the config's ``prompt_stats``."""
+    records = generate_sets_with(
+        engine, model_dir, {"": problems}, n=settings["k"], temperature=settings["temperature"],
+        top_p=settings["top_p"], max_new_tokens=settings["max_new_tokens"], seed=settings["seed"],
+        prompt_order=prompt_order, chat_template=chat_template, batch_size=settings["batch_size"],
+        threads=threads, device=device, vllm_args=vllm_args,
+    )[""]
+    return prompt_statistics(grade_records(records, problems))

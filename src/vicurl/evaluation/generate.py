@@ -1,7 +1,9 @@
-"""Sample ``n`` responses per benchmark problem from a saved Hugging Face model (CPU path).
+"""Sample ``n`` responses per benchmark problem from a saved Hugging Face model with transformers.
 
 One output row per sample (``vicurl.evaluation.records``), stored as parquet so grading can be
-redone without regenerating. GPU clusters generate with vLLM instead; they write the same columns.
+redone without regenerating. Runs on ``device`` (``vicurl.devices``: CUDA when present, in bf16;
+the CPU in float32). GPU clusters usually generate with vLLM instead (``vicurl.evaluation.engines``);
+it writes the same columns.
 """
 
 from __future__ import annotations
@@ -11,12 +13,16 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from vicurl import devices
 from vicurl.generation import sample
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS, empty, read_records, write_records  # noqa: F401 (re-exported)
 from vicurl.prompts import build_prompt
 
-def load_model(model_dir: str | Path):
-    """Model (float32, eval mode) and tokenizer from a Hugging Face directory."""
+
+def load_model(model_dir: str | Path, device: str | torch.device = "auto"):
+    """Model (eval mode, on ``device``: float32 on the CPU, bf16 on CUDA) and tokenizer from a
+    Hugging Face directory. The model only samples, so bf16 weights are safe (the paper's vLLM
+    rollouts and evaluations are bf16 too)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -24,8 +30,9 @@ def load_model(model_dir: str | Path):
         if tokenizer.eos_token_id is None:
             raise ValueError(f"{model_dir}: tokenizer has neither a pad nor an eos token")
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-    model.eval()
+    device = devices.resolve(device)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=devices.sampling_dtype(device))
+    model.to(device).eval()
     return model, tokenizer
 
 
@@ -69,20 +76,21 @@ def generate_sets(
     prompt_order: str = "question_first",
     chat_template: bool = False,
     threads: int = 1,
+    device: str | torch.device = "auto",
 ) -> dict[str, pd.DataFrame]:
     """The records of several problem sets (benchmarks) from one model load, by name.
 
     Each set is sampled as if alone (its own ``seed``), so a set's records are those of
     ``generate_records`` on it: one job per checkpoint and one per benchmark write the same samples.
-    Deterministic for a fixed (model, problems order, seed, batch_size, threads). Rows are
-    problem-major in the order of the set's ``problems``.
+    Deterministic for a fixed (model, problems order, seed, batch_size, threads, device). Rows are
+    problem-major in the order of the set's ``problems``. ``device``: ``vicurl.devices.resolve``.
     """
     for problems in problem_sets.values():
         check_problems(problems, n)
     torch.set_num_threads(int(threads))
     if all(len(p) == 0 for p in problem_sets.values()):
         return {name: empty() for name in problem_sets}
-    model, tokenizer = load_model(model_dir)
+    model, tokenizer = load_model(model_dir, device)
     return {
         name: sample_records(model, tokenizer, problems, n=n, temperature=temperature, top_p=top_p,
                              max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size,

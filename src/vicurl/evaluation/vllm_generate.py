@@ -9,7 +9,11 @@ n_tokens                generated tokens (vLLM's count of the completion's token
 truncated               the completion stopped at ``max_new_tokens`` (finish reason "length")
 
 Prompts are built by the same ``build_prompt`` as training (the paper's template, the
-tokenizer's chat template where the config asks for it). Each problem's request carries its own
+tokenizer's chat template where the config asks for it) and handed to vLLM as token ids
+(``prompt_token_ids``, vLLM's TokensPrompt), tokenized as training and the CPU sampler tokenize
+them: without special tokens. A string prompt would be tokenized by vLLM with special tokens,
+which puts a second BOS in front of Llama's chat template and an unseen one in front of
+R1-Distill's prompts. Each problem's request carries its own
 seed (``seed`` + its position in its benchmark), so the samples of a problem do not depend on which
 other problems (or benchmarks) share the batch, and a rerun reproduces them.
 """
@@ -22,6 +26,7 @@ import pandas as pd
 
 from vicurl.evaluation.generate import build_prompts, check_problems
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS
+from vicurl.prompts import prompt_token_ids
 
 
 def generate_records_vllm(model_dir: str, problems: pd.DataFrame, **kw) -> pd.DataFrame:
@@ -54,13 +59,18 @@ def generate_sets_vllm(
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     prompts, params = [], []
     for problems in problem_sets.values():
-        prompts += build_prompts(problems, tokenizer, prompt_order, chat_template)
+        prompts += [tokens_prompt(tokenizer, text) for text in build_prompts(problems, tokenizer, prompt_order, chat_template)]
         params += [SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=int(seed) + i)
                    for i in range(len(problems))]
     llm = LLM(model=str(model_dir), seed=int(seed), **(engine_args or {}))
     outputs = iter(llm.generate(prompts, params))
     return {name: _records(problems, [next(outputs) for _ in range(len(problems))], n)
             for name, problems in problem_sets.items()}
+
+
+def tokens_prompt(tokenizer, text: str) -> dict[str, list[int]]:
+    """vLLM's TokensPrompt (a plain dict) of a prompt text: the ids the CPU sampler conditions on."""
+    return {"prompt_token_ids": prompt_token_ids(tokenizer, text)}
 
 
 def _records(problems: pd.DataFrame, outputs: list, n: int) -> pd.DataFrame:

@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 
 from vicurl.io import atomic_path
-from vicurl.prompts import build_prompt
+from vicurl.prompts import build_prompt, prompt_token_ids
 
 PAD_TOKEN = "<|pad|>"
 EOS_TOKEN = "<|endoftext|>"
@@ -175,7 +175,7 @@ def build_model(tokenizer, arch: Mapping[str, Any], seed: int):
 def encode_sft(tokenizer, questions, solutions, prompt_order: str = "question_first"):
     """Token ids and labels of ``prompt + solution + EOS``; prompt labels are -100."""
     prompts = [build_prompt(q, prompt_order) for q in questions]
-    p_ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    p_ids = [prompt_token_ids(tokenizer, p) for p in prompts]  # as the samplers condition on them
     r_ids = tokenizer(list(solutions), add_special_tokens=False)["input_ids"]
     eos = tokenizer.eos_token_id
     ids = [p + r + [eos] for p, r in zip(p_ids, r_ids)]

@@ -13,6 +13,10 @@ g(x, y_k) is the gradient of rollout k's term of the training surrogate, 1/T_k s
 ratio term - beta_KL KL_t] (weight 1: the components are properties of the prompts, the 1/beta_t
 weight only rescales the estimator), at theta = theta_old. The reference policy is the run's
 initial model.
+
+On a GPU (``device``, ``vicurl.devices``) the rollouts are drawn from a bf16 copy of the
+checkpoint (as verl's vLLM draws them) and everything compared (old log-probs, gradients, their
+squared distances) is float32/float64 as on the CPU, where the numbers are unchanged.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from vicurl import devices
 from vicurl.algos.grpo import grpo_loss
 from vicurl.engines.local import LocalTrainer, TrainConfig, _seed_for, sequence_logprobs
 from vicurl.probes import variance
@@ -52,6 +57,14 @@ def probe_prompt_ids(train_df: pd.DataFrame, n: int, seed: int) -> list[str]:
     return [str(train_df["id"].iloc[i]) for i in order[:n]]
 
 
+def micro_batch_size(device: torch.device, configured: int) -> int:
+    """Sequences per forward/backward of a probe: the run's own on the CPU (the demo's numbers);
+    one on CUDA, where a 3,584-token sequence's float32 logits over Qwen's 152k vocabulary take
+    2.2 GB and the entropy and the backward keep several copies (64 would need ~0.7 TB). The
+    per-rollout gradients are one sequence each anyway; only the batched means lose batching."""
+    return int(configured) if device.type == "cpu" else 1
+
+
 def run_probe(
     train_cfg: TrainConfig,
     checkpoint_dir: str | Path,
@@ -60,22 +73,26 @@ def run_probe(
     *,
     step: int,
     probe: ProbeConfig,
+    device: str | torch.device = "auto",
 ) -> dict[str, Any]:
+    """One probe (module docstring); ``device``: ``vicurl.devices.resolve``, the config's ``device``."""
     if probe.method not in METHODS:
         raise ValueError(f"probes.method must be one of {METHODS}, got {probe.method!r}")
     if train_cfg.curriculum not in PROBEABLE:
         raise ValueError(f"probes: curriculum {train_cfg.curriculum!r} keeps state across steps; "
                          f"probe runs of {list(PROBEABLE)}")
     t0 = time.perf_counter()
-    cfg = replace(train_cfg, group_size=probe.rollouts)
+    device = devices.resolve(device)
+    cfg = replace(train_cfg, group_size=probe.rollouts, micro_batch_size=micro_batch_size(device, train_cfg.micro_batch_size))
     with tempfile.TemporaryDirectory() as work:
-        tr = LocalTrainer(cfg, checkpoint_dir, train_df, work, ref_model_path=base_dir)
+        tr = LocalTrainer(cfg, checkpoint_dir, train_df, work, ref_model_path=base_dir, device=device)
     ids = probe_prompt_ids(train_df, probe.n_prompts, probe.seed)
     part = tr._rollout(ids, seed=_seed_for(probe.seed, 5, cfg.seed, step))  # independent across run seeds
     selection = tr.curriculum.select(tr._batch(part, step + 1))
     kept = selection.mask.bool()
     n_rows = len(part.rollouts.texts)
     ref_lp = None if tr.ref is None else tr._logprobs(tr.ref, part.rollouts, torch.arange(n_rows), False)[0]
+    tr.ref = tr._sampler = None  # not needed past here: on a GPU their memory goes to the gradients
     params = [p for p in tr.policy.parameters() if p.requires_grad]
     tr.policy.eval()
 
@@ -99,9 +116,9 @@ def run_probe(
         if probe.method == "sketch":
             names = [(n, p.shape) for n, p in tr.policy.named_parameters() if p.requires_grad]
             sketch = variance.CountSketch(names, probe.sketch_dim, seed=probe.seed)
-            flat = lambda g: sketch(g)  # noqa: E731
+            flat = lambda g: sketch([x.cpu() for x in g])  # noqa: E731  (the sketch's hashes are CPU tensors)
         else:
-            flat = lambda g: torch.cat([x.reshape(-1).double() for x in g])  # noqa: E731
+            flat = lambda g: torch.cat([x.reshape(-1).cpu().double() for x in g])  # noqa: E731  (P*K*d: host memory)
         grads = torch.stack([flat(mean_grad([row])) for row in range(n_rows)]).view(len(ids), k, -1)
         est = variance.from_gradients(grads, kept)
     return {

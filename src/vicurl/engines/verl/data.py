@@ -52,7 +52,9 @@ LONG_PROMPTS = ("drop", "fail")  # train.long_prompts
 def prompt_lengths(tokenizer, prompts: Sequence[str]) -> list[int]:
     """Tokens of each prompt as verl's rollout builds them: the pass-through template renders the
     text unchanged and adds no special token (a test checks this against verl's own builder)."""
-    return [len(ids) for ids in tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
+    from vicurl.prompts import prompt_token_ids
+
+    return [len(prompt_token_ids(tokenizer, p)) for p in prompts]
 
 
 def drop_long_prompts(df: pd.DataFrame, prompts: Sequence[str], tokenizer, max_prompt_length: int,
