@@ -1,4 +1,8 @@
 # Config validation, the run table, path helpers. Everything here is cheap and pure.
+import os
+import sys
+
+sys.path.insert(0, os.path.join(workflow.basedir, "src"))  # this checkout's package, installed or not
 import vicurl.data.sources as sources_lib
 import vicurl.report.tableconfig as tables_lib
 import vicurl.runs as runs_lib
@@ -55,11 +59,19 @@ DEVICE = config["device"]
 
 
 def train_resources():
-    """The train rule's resources: none for the local engine, GPUs, runtime and memory for verl."""
+    """The train rule's resources, all from the config's `verl` section (the one place: the
+    profile adds only the cluster's partition and GPU type): none for the local engine."""
     if not VERL_ENGINE:
         return {}
     v = config["verl"]
-    return {"gpu": v["n_gpus_per_node"], "runtime": v["runtime"], "mem_mb": v["mem_mb"]}
+
+    def runtime(wildcards, attempt):
+        scale = 1.0
+        for name in (wildcards.model, wildcards.study):
+            scale *= v["runtime_scale"].get(name, 1)
+        return int(v["runtime"] * attempt * scale)
+
+    return {"gpu": v["n_gpus_per_node"], "cpus_per_gpu": v["cpus_per_gpu"], "mem_mb": v["mem_mb"], "runtime": runtime}
 
 
 def run_dir(w):

@@ -2,11 +2,11 @@
 from config/paper.yaml (formulas below, also in the README, "Paper studies"); each study target
 plans only its own jobs; a grader version bump regrades without regenerating."""
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -96,20 +96,47 @@ def test_profile_shape():
     p = PROFILE
     assert p["executor"] == "slurm" and p["retries"] >= 1 and p["rerun-incomplete"] is True
     assert p["configfile"] == "config/paper.yaml" and p["replace-workflow-config"] is True
-    assert p["software-deployment-method"] == "conda"
+    assert "software-deployment-method" not in p  # the plan and the jobs need no conda (--sdm conda adds it)
     assert {"slurm_account", "slurm_partition", "runtime", "mem_mb"} <= set(p["default-resources"])
     r = p["set-resources"]
-    assert r["train"]["gpu"] == 8 and r["generate"]["gpu"] == 1 and r["probe"]["gpu"] == 1
+    # the train rule's sizes come from the config alone (one place); the profile names the cluster's
+    assert set(r["train"]) == {"slurm_partition", "gpu_model"}
+    assert r["generate"]["gpu"] == 1 and r["probe"]["gpu"] == 1
     assert r["generate_checkpoint"]["gpu"] == 1  # eval.per_checkpoint
     assert all("tasks" not in v for v in r.values())  # single-process GPU jobs
+    assert eval(str(r["generate"]["runtime"]), {"attempt": 3}) == 360  # grows with attempt
 
-    def runtime(rule, attempt, **w):
-        return eval(str(r[rule]["runtime"]), {"attempt": attempt, "wildcards": SimpleNamespace(**w)})
 
-    main = {"model": "qwen_math_1.5b", "study": "main"}
-    assert runtime("train", 1, **main) == 1440 and runtime("train", 2, **main) == 2880  # grows with attempt
-    assert runtime("train", 1, model="qwen_math_7b", study="main") == 2880
-    assert runtime("generate", 3) == 360
+def planned_resources(text: str, rule: str) -> list[dict[str, str]]:
+    """The ``resources:`` line of every planned job of ``rule`` in a dry run's output."""
+    out = []
+    for m in re.finditer(r"^(?:local)?rule (\w+):\n((?:    .*\n)+)", text, re.M):
+        res = re.search(r"^    resources: (.*)$", m.group(2), re.M)
+        if m.group(1) == rule and res:
+            out.append(dict(kv.split("=", 1) for kv in res.group(1).split(", ")))
+    return out
+
+
+@pytest.mark.parametrize("study, model, runtime", [("main", "qwen_math_1.5b", 1440), ("main", "qwen_math_7b", 2880),
+                                                   ("mechanism", "qwen_math_1.5b", 2880)])
+def test_train_jobs_get_the_configs_resources_through_the_profile_without_conda(tmp_path, study, model, runtime):
+    """`snakemake --profile slurm-a100 -n <a run>` where no conda is installed: the train job's GPUs,
+    CPUs, memory and runtime are the config's `verl` section, the partition the profile's."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
+    target = f"results/paper/runs/{study}/{model}/entropy-vicurl/seed0/metrics.jsonl"
+    env = {**os.environ, "PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                                                 if not (Path(p) / "conda").exists())}
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "--profile", "slurm-a100", "-n", target]
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    (res,) = planned_resources(out.stdout, "train")
+    v = PAPER["verl"]
+    assert res["gpu"] == str(v["n_gpus_per_node"]) and res["cpus_per_gpu"] == str(v["cpus_per_gpu"])
+    assert res["mem_mb"] == str(v["mem_mb"]) and res["runtime"] == str(runtime)
+    assert res["slurm_partition"] == "YOUR_GPU_PARTITION" and res["gpu_model"] == "a100"
 
 
 @pytest.mark.slow
@@ -118,10 +145,9 @@ def test_profile_plans_the_full_study(tmp_path):
     pytest.importorskip("snakemake_executor_plugin_slurm")
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
-    # the repo's profile, found by name from the repo root; `--sdm env-modules` replaces its conda for
-    # this machine without conda (Snakemake runs `conda info` while planning when conda is on)
+    # the repo's profile, found by name from the repo root; no conda needed
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "--profile", "slurm-a100", "--sdm", "env-modules", "-n", "all", "--quiet", "rules"]
+           "--profile", "slurm-a100", "-n", "all", "--quiet", "rules"]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert "Using profile slurm-a100" in out.stdout + out.stderr
     assert out.returncode == 0, out.stderr[-3000:]

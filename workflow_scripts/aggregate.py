@@ -1,4 +1,5 @@
 """Rule aggregate: all per-seed scores in one table, and mean / std across seeds."""
+import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 import json
 
 from vicurl.io import atomic_path

@@ -1,4 +1,5 @@
 """Rules study_scores and table_scores: per-seed score records (``.score.json``) in one CSV."""
+import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 import json
 
 import pandas as pd

@@ -1,5 +1,6 @@
 """Rules generate / generate_checkpoint: n samples per problem of one checkpoint on one benchmark,
 or on each of its benchmarks from one model load (vLLM on GPUs, transformers on CPU)."""
+import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 from vicurl.data import schema
 from vicurl.evaluation.engines import generate_sets_with
 from vicurl.evaluation.records import combine, write_records

@@ -1,5 +1,6 @@
 """Rule grade: per-sample correctness of generated records (never regenerates), and their
 pass@k and length statistics."""
+import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 from vicurl.data import schema
 from vicurl.evaluation.records import read_records
 from vicurl.evaluation.grade import grade_records

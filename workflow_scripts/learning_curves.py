@@ -1,4 +1,5 @@
 """Rule learning_curves: the grid of Pass@1 / Pass@8 curves of one study and model (step 0 = base model)."""
+import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 import pandas as pd
 
 from vicurl.report.curves import learning_curves_grid

@@ -1,4 +1,5 @@
 """Rule probes_table: every probe in one CSV (report/probes.csv), sorted by run and step."""
+import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 import json
 
 import pandas as pd

@@ -1,5 +1,6 @@
 """Rule prompt_stats: k graded samples of the initial policy per training prompt -> per-prompt statistics
 (sampled by `eval.engine`'s generator: vLLM on GPU clusters, transformers on the CPU)."""
+import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 from vicurl.curriculum.prompt_stats import offline_statistics
 from vicurl.data import schema
 from vicurl.io import atomic_path

@@ -1,4 +1,5 @@
 """Rule train: one GRPO run (engine chosen by the config), resumable from `_work/`."""
+import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 from pathlib import Path
 
 import pandas as pd

@@ -1,0 +1,112 @@
+"""The conda environments build wherever Snakemake puts them, and rule jobs import this project
+from the checkout without it being installed.
+
+Snakemake copies ``envs/X.yaml`` to ``.snakemake/conda/<hash>.yaml`` and runs ``conda env create
+--file`` on the copy; conda writes the ``pip:`` entries to a requirements file beside the copy and
+runs pip there. These tests do the pip part the same way (``pip install --dry-run`` from that
+folder, pip's resolver on the real indexes), and run rule jobs with a Python that has every
+third-party package but not the project.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVS = sorted((ROOT / "envs").glob("*.yaml"))
+# the GPU stack each env adds on top of the project's dependencies
+PINS = {"cpu": {"torch==2.13.0", "verl==0.9.1"},
+        "verl": {"verl[vllm]==0.9.1", "torch==2.11.0", "vllm==0.24.0"},
+        "vllm": {"torch==2.11.0", "vllm==0.24.0", "verl==0.9.1"}}
+
+
+def pip_entries(env: Path) -> list[str]:
+    deps = yaml.safe_load(env.read_text())["dependencies"]
+    return [e for d in deps if isinstance(d, dict) for e in d.get("pip", [])]
+
+
+def project_dependencies() -> list[str]:
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return [d for d in deps if not d.startswith(("torch", "verl"))]
+
+
+@pytest.mark.parametrize("env", ENVS, ids=lambda p: p.stem)
+def test_envs_hold_third_party_packages_only(env):
+    entries = pip_entries(env)
+    assert not [e for e in entries if e.startswith(("-e", ".", "/")) or ".." in e or "file:" in e], \
+        f"{env.name}: a local path does not resolve from .snakemake/conda/"
+    assert set(entries) == PINS[env.stem] | set(project_dependencies()), \
+        f"{env.name}: the pins plus pyproject.toml's dependencies, verbatim"
+
+
+def snakemake_copy(env: Path, tmp_path: Path) -> Path:
+    """The env file where Snakemake puts it, and conda's requirements file beside it."""
+    folder = tmp_path / "repo" / ".snakemake" / "conda"
+    folder.mkdir(parents=True)
+    shutil.copy(env, folder / "0123abcd.yaml")
+    req = folder / "condaenv.test.requirements.txt"
+    req.write_text("\n".join(pip_entries(env)) + "\n")
+    return req
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", ENVS, ids=lambda p: p.stem)
+def test_pip_resolves_each_env_from_where_snakemake_puts_it(env, tmp_path):
+    """pip's resolver accepts each env's pip entries (the GPU envs: the CUDA wheels of torch 2.11
+    with vLLM 0.24 and verl 0.9.1) run from ``.snakemake/conda/``, as conda runs it."""
+    req = snakemake_copy(env, tmp_path)
+    report = tmp_path / "report.json"
+    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+           "--report", str(report), "-r", req.name]
+    out = subprocess.run(cmd, cwd=req.parent, capture_output=True, text=True, timeout=900)
+    if out.returncode != 0 and ("NewConnectionError" in out.stderr or "Temporary failure" in out.stderr):
+        pytest.skip(f"no package index reachable: {out.stderr.strip().splitlines()[-1]}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    import json
+
+    got = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+    assert "vicurl" not in got
+    for pin in PINS[env.stem]:
+        name, version = pin.split("==")
+        assert got[name.split("[")[0]].split("+")[0] == version, pin  # a local build may be 2.13.0+cpu
+
+
+def python_without_the_project(tmp_path: Path) -> Path:
+    """A venv that sees this venv's third-party packages (a plain path entry: its ``.pth`` files,
+    the project's editable install among them, are not processed) but not the project."""
+    venv = tmp_path / "no_project"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "third_party.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    probe = subprocess.run([str(py), "-c", "import vicurl"], capture_output=True, text=True)
+    assert probe.returncode != 0 and "No module named 'vicurl'" in probe.stderr
+    return py
+
+
+def test_rule_jobs_import_the_project_from_the_checkout(tmp_path):
+    """A copy of the repository (its tracked files) runs a rule script with a Python that has the
+    third-party packages but not the project: the Snakefile and the script import the copy's src/."""
+    py = python_without_the_project(tmp_path)
+    repo = tmp_path / "repo"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for f in files:
+        if (ROOT / f).is_file() and not f.startswith("results/"):
+            (repo / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, repo / f)
+    target = "results/demo/data/arith_easy.parquet"  # rule synthetic_data: imports vicurl.data.synthetic
+    out = subprocess.run([str(py), "-m", "snakemake", "--cores", "1", target], cwd=repo, capture_output=True,
+                         text=True, timeout=600, env={**os.environ, "PYTHONNOUSERSITE": "1"})
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert (repo / target).exists()
