@@ -288,14 +288,21 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
                         steps * cpu_s(gen_tokens * a.fwd_flops(ctx / 2), train_flops),
                         profile_runtime(profile, "train", model=run.model, study=run.study)))
 
-    for study, model, setting, seed, step, bench in runs_lib.evaluations(cfg):  # generate: one GPU each
+    checkpoints: dict[tuple, list[str]] = {}  # (study, model, setting, seed, step) -> its benchmarks
+    for *ckpt, bench in runs_lib.evaluations(cfg):
+        checkpoints.setdefault(tuple(ckpt), []).append(bench)
+    per_checkpoint = cfg.get("eval", {}).get("per_checkpoint", True)
+    gen_rule = "generate_checkpoint" if per_checkpoint else "generate"
+    for (study, model, setting, seed, step), benches in checkpoints.items():
         ev, a = runs_lib.eval_settings(cfg, study), models[model]
-        tokens = sizes[bench] * ev["n_samples"] * ev["max_new_tokens"] * frac
-        jobs.append(Job("generate", model, tokens, 1, A.vllm_start_s + vllm_seconds(tokens, ev["max_new_tokens"], a, A),
-                        cpu_s(tokens * a.fwd_flops(A.prompt_tokens + ev["max_new_tokens"] * frac / 2), 0),
-                        profile_runtime(profile, "generate")))
-        jobs.append(Job("grade", model, sizes[bench] * ev["n_samples"], 0, 0.0,
-                        sizes[bench] * ev["n_samples"] / cpu.grade_rate, profile_runtime(profile, "grade")))
+        # generation: one GPU, the model loaded once per job (per checkpoint, or per benchmark)
+        for group in [benches] if per_checkpoint else [[b] for b in benches]:
+            tokens = sum(sizes[b] for b in group) * ev["n_samples"] * ev["max_new_tokens"] * frac
+            jobs.append(Job(gen_rule, model, tokens, 1, A.vllm_start_s + vllm_seconds(tokens, ev["max_new_tokens"], a, A),
+                            cpu_s(tokens * a.fwd_flops(A.prompt_tokens + ev["max_new_tokens"] * frac / 2), 0),
+                            profile_runtime(profile, gen_rule, model=model)))
+        samples = sum(sizes[b] for b in benches) * ev["n_samples"]  # grading: one CPU job per checkpoint
+        jobs.append(Job("grade", model, samples, 0, 0.0, samples / cpu.grade_rate, profile_runtime(profile, "grade", model=model)))
 
     stats = sorted({(run.model, cfg["studies"][run.study]["train_set"]) for run in runs_lib.runs(cfg)
                     if runs_lib.needs_prompt_stats(cfg, run)})
@@ -331,10 +338,11 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
 
 NOTES = {
     "train": "verl, 8 GPUs: vLLM rollouts + 2 fwd (old, ref) + fwd/bwd in bf16 at MFU {mfu_train:.0%}; +{verl_step_overhead_s:.0f} s/step",
-    "generate": "vLLM, 1 GPU: {vllm_tps_1p5b:,.0f} tok/s at 1.5B (x 1.5B/N), >= max_new x {vllm_step_s:.3f} s, +{vllm_start_s:.0f} s start",
+    "generate_checkpoint": "vLLM, 1 GPU, a checkpoint's benchmarks: {vllm_tps_1p5b:,.0f} tok/s at 1.5B (x 1.5B/N), >= max_new x {vllm_step_s:.3f} s, +{vllm_start_s:.0f} s start",
+    "generate": "as generate_checkpoint, one benchmark a job (eval.per_checkpoint: false)",
     "prompt_stats": "as generate (eval.engine vllm): k samples of every training prompt",
     "probe": "HF generate bf16 {hf_tps_1p5b:,.0f} tok/s at 1.5B; FP32 scoring + 4 x 256 fwd/bwd at {util_fp32:.0%} of 19.5 TFLOP/s",
-    "grade": "CPU only (no GPU): samples / the measured grading rate",
+    "grade": "CPU only (no GPU), a checkpoint's samples / the measured grading rate",
 }
 
 
@@ -349,11 +357,11 @@ def table(jobs: list[Job], A: Assumptions) -> list[str]:
     groups: dict[tuple[str, str], list[Job]] = defaultdict(list)
     for j in jobs:
         groups[(j.rule, j.model)].append(j)
-    head = (f"{'rule':<13}{'model':<18}{'jobs':>7}{'tokens/job':>13}{'GPUs':>5}{'h/job':>8}{'max h':>8}"
+    head = (f"{'rule':<20}{'model':<18}{'jobs':>7}{'tokens/job':>13}{'GPUs':>5}{'h/job':>8}{'max h':>8}"
             f"{'runtime h':>10}{'A100 h total':>14}{'CPU h/job here':>16}")
     lines = [head, "-" * len(head)]
     totals: dict[str, float] = defaultdict(float)
-    order = ["train", "generate", "prompt_stats", "probe", "grade"]
+    order = ["train", "generate_checkpoint", "generate", "prompt_stats", "probe", "grade"]
     for (rule, model), js in sorted(groups.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
         n = len(js)
         mean_tokens = sum(j.tokens for j in js) / n
@@ -366,7 +374,7 @@ def table(jobs: list[Job], A: Assumptions) -> list[str]:
         if rule == "grade":  # CPU rule: its hours are CPU hours on this machine
             mean_wall, max_wall = cpu_s, max(j.cpu_s for j in js)
             gpu_h = float("nan")
-        lines.append(f"{rule:<13}{model:<18}{n:>7,}{mean_tokens:>13,.3g}{js[0].gpus:>5}{fmt_h(mean_wall):>8}"
+        lines.append(f"{rule:<20}{model:<18}{n:>7,}{mean_tokens:>13,.3g}{js[0].gpus:>5}{fmt_h(mean_wall):>8}"
                      f"{fmt_h(max_wall):>8}{runtime:>9.0f}{'!' if over else ' '}"
                      f"{(f'{gpu_h:,.0f}' if gpu_h == gpu_h else '-'):>14}{fmt_h(cpu_s):>16}")
     lines.append("-" * len(head))
@@ -377,7 +385,7 @@ def table(jobs: list[Job], A: Assumptions) -> list[str]:
     lines.append("runtime h: the SLURM profile's runtime at attempt 1 (! = some job's estimate exceeds it).")
     lines.append("Assumptions per rule:")
     for rule in order:
-        lines.append(f"  {rule:<13}" + NOTES[rule].format(**A.__dict__))
+        lines.append(f"  {rule:<20}" + NOTES[rule].format(**A.__dict__))
     lines.append(f"  all          responses at {A.length_fraction:.0%} of max_new_tokens (an upper bound; time scales with it),"
                  f" prompts {A.prompt_tokens:.0f} tokens")
     return lines

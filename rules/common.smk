@@ -82,25 +82,35 @@ def all_runs():
     return [f"{R}/runs/{r.path}/metrics.jsonl" for r in RUNS]
 
 
-def eval_prefix(study, model, setting, seed, step, bench):
-    return f"{R}/eval/{study}/{model}/{setting}/seed{seed}/step{step}/{bench}"
+# One evaluated checkpoint: its samples (one file, or one per benchmark), graded samples and scores
+EVAL_DIR = f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}"
+
+
+def eval_dir(study, model, setting, seed, step):
+    return EVAL_DIR.format(study=study, model=model, setting=setting, seed=seed, step=step)
 
 
 def checkpoint_benchmarks(w):
-    """The benchmarks of one checkpoint's generation job (`eval.per_checkpoint`)."""
+    """The benchmarks one checkpoint is evaluated on (generated with `eval.per_checkpoint`, graded)."""
     return runs_lib.checkpoint_benchmarks(config, w.study, w.model, int(w.seed))
 
 
 def eval_samples(w):
-    """The samples a grading job reads: its benchmark's file, or its checkpoint's (`eval.per_checkpoint`)."""
-    prefix = eval_prefix(w.study, w.model, w.setting, w.seed, w.step, w.bench)
+    """The samples a checkpoint's grading job reads: its checkpoint's file (`eval.per_checkpoint`),
+    or one file per benchmark."""
+    d = eval_dir(w.study, w.model, w.setting, w.seed, w.step)
     if config["eval"]["per_checkpoint"]:
-        return f"{os.path.dirname(prefix)}/samples.parquet"
-    return f"{prefix}.samples.parquet"
+        return [f"{d}/samples.parquet"]
+    return [f"{d}/{b}.samples.parquet" for b in checkpoint_benchmarks(w)]
+
+
+def score_files(evaluations):
+    """The checkpoints' score files holding these (study, model, setting, seed, step, benchmark)."""
+    return list(dict.fromkeys(os.path.join(eval_dir(*e[:5]), "scores.json") for e in evaluations))
 
 
 def all_scores(study=None):
-    return [eval_prefix(*e) + ".score.json" for e in runs_lib.evaluations(config, study)]
+    return score_files(runs_lib.evaluations(config, study))
 
 
 # Finished training outputs are write-protected when `protect_outputs` is on (the paper config):
@@ -178,7 +188,7 @@ def table_outputs(name):
 
 def table_score_inputs(name):
     """The score files a table reads (runs_lib.table_evaluations): a table builds only what it shows."""
-    return [eval_prefix(*e) + ".score.json" for e in runs_lib.table_evaluations(config, TABLES[name])]
+    return score_files(runs_lib.table_evaluations(config, TABLES[name]))
 
 
 def _studies(study):

@@ -1,8 +1,8 @@
-# Evaluation: generate -> grade. Generation is one job per (run, step, benchmark), or with
-# `eval.per_checkpoint` one job per (run, step) that loads the model once and writes every
-# benchmark's samples into one file. Grading is one job per (run, step, benchmark) either way, its
-# own rule so that a grader change regrades without regenerating; it also writes the pass@k score
-# (cheap), which saves a job per evaluation.
+# Evaluation of a checkpoint: generate -> grade. Generation is one job per checkpoint that loads
+# the model once for all its benchmarks (`eval.per_checkpoint`, rule generate_checkpoint), or one
+# job per benchmark (rule generate). Grading is one job per checkpoint either way, its own rule so
+# that a grader change regrades without regenerating; it also writes the pass@k scores (cheap).
+# On SLURM the profile runs a checkpoint's generation and grading as one job (group `evaluate`).
 
 
 rule generate:
@@ -10,7 +10,7 @@ rule generate:
         model=eval_model_input,
         problems=lambda w: [dataset_path(w.bench)],
     output:
-        f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.samples.parquet",
+        f"{EVAL_DIR}/{{bench}}.samples.parquet",
     params:
         benchmarks=lambda w: [w.bench],
         model_dir=eval_model_dir,
@@ -37,7 +37,7 @@ use rule generate as generate_checkpoint with:
         model=eval_model_input,
         problems=lambda w: [dataset_path(b) for b in checkpoint_benchmarks(w)],
     output:
-        f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/samples.parquet",
+        f"{EVAL_DIR}/samples.parquet",
     params:
         benchmarks=checkpoint_benchmarks,  # a changed list regenerates the checkpoint
     log:
@@ -49,17 +49,18 @@ use rule generate as generate_checkpoint with:
 rule grade:
     input:
         samples=eval_samples,
-        problems=lambda w: dataset_path(w.bench),
+        problems=lambda w: [dataset_path(b) for b in checkpoint_benchmarks(w)],
     output:
-        graded=f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.graded.parquet",
-        score=f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.score.json",
+        graded=f"{EVAL_DIR}/graded.parquet",
+        scores=f"{EVAL_DIR}/scores.json",
     params:
+        benchmarks=checkpoint_benchmarks,
         ks=config["eval"]["ks"],
         # bump `grading.version` after a grader change: every sample file is regraded, none regenerated
         grader_version=config["grading"]["version"],
         per_checkpoint=config["eval"]["per_checkpoint"],
     log:
-        f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.grade.log",
+        f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/grade.log",
     conda:
         "../envs/cpu.yaml"
     script:

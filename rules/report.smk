@@ -20,6 +20,7 @@ rule aggregate:
         per_seed=f"{R}/report/scores.csv",
         across_seeds=f"{R}/report/scores_across_seeds.csv",
     params:
+        keep=None,  # every record of every evaluated checkpoint
         metrics=[f"pass@{k}" for k in config["eval"]["ks"]],
     log:
         f"{R}/logs/report/aggregate.log",
@@ -35,6 +36,9 @@ rule study_scores:
         lambda w: all_scores(w.study),
     output:
         f"{R}/report/scores/{{study}}.csv",
+    params:
+        # a Base checkpoint also holds the benchmarks of the model's other studies
+        keep=lambda w: list(runs_lib.evaluations(config, w.study)),
     log:
         f"{R}/logs/report/scores_{{study}}.log",
     conda:
@@ -51,6 +55,8 @@ rule table_scores:
         f"{R}/report/tables/{{table}}.scores.csv",
     wildcard_constraints:
         table=_alt(TABLES),
+    params:
+        keep=lambda w: runs_lib.table_evaluations(config, TABLES[w.table]),
     log:
         f"{R}/logs/report/table_{{table}}.scores.log",
     conda:

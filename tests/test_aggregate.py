@@ -67,3 +67,25 @@ def test_nan_values_dropped():
     out = across_seeds(df, metrics=("pass@1",))
     a = out[out.benchmark == "a"].iloc[0]
     assert a["n_seeds"] == 1 and a["mean"] == pytest.approx(0.1)
+
+
+def test_read_scores_keeps_the_listed_evaluations(tmp_path):
+    import json
+
+    from vicurl.report.aggregate import read_scores
+
+    def rec(study, reward, curriculum, step, bench):
+        return dict(study=study, model="m", reward=reward, curriculum=curriculum, seed=0, step=step, benchmark=bench,
+                    **{"pass@1": 0.5})
+
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps([rec("base", "base", "base", 0, "x"), rec("base", "base", "base", 0, "y")]))
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps([rec("main", "oracle", "vicurl", 50, "x")]))
+    assert len(read_scores([base, run])) == 3
+    kept = read_scores([base, run], keep=[("base", "m", "base", 0, 0, "y"), ("main", "m", "oracle-vicurl", 0, 50, "x")])
+    assert [(r["study"], r["benchmark"]) for r in kept] == [("base", "y"), ("main", "x")]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"study": "main"}]))
+    with pytest.raises(ValueError, match="bad.json.*lacks identifying"):
+        read_scores([bad])

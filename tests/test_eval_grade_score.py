@@ -122,3 +122,30 @@ def test_grade_records_dispatches_every_answer_type(tmp_path):
     for pid in texts:
         assert g.loc[pid, "correct"].astype(int).tolist() == expected_correct[pid], pid
         assert g.loc[pid, "no_answer"].astype(int).tolist() == expected_none[pid], pid
+
+
+def other_problems():
+    # the same ids as problems() with other answers: a checkpoint's benchmarks must not meet
+    return to_frame([
+        make_row(id="p1", source="u", question="3-1?", answer="3"),
+        make_row(id="p2", source="u", question="third?", answer="\\frac{1}{3}"),
+    ])
+
+
+def test_grade_checkpoint_equals_grading_each_benchmark_alone():
+    from vicurl.evaluation.checkpoint import grade_checkpoint
+
+    sets = {"a": samples(), "b": samples()}
+    probs = {"a": problems(), "b": other_problems()}
+    identity = dict(study="main", model="m", reward="oracle", curriculum="vicurl", seed=3, step=50)
+    graded, records = grade_checkpoint(sets, probs, ks=(1, 2), identity=identity)
+    assert list(graded.columns[:2]) == ["benchmark", "problem_id"]
+    for bench, rec in zip(("a", "b"), records):
+        alone = grade_records(sets[bench], probs[bench])
+        mine = graded[graded["benchmark"] == bench].drop(columns="benchmark").reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine, alone)
+        assert rec == {**score(alone, ks=(1, 2)), **identity, "benchmark": bench}
+    # by hand: a's p1 has 2 of 4 right, p2 2 of 4 -> pass@1 1/2; b's p1 ("3") 1 of 4, p2 (1/3) 1 of 4
+    assert records[0]["pass@1"] == pytest.approx(0.5) and records[1]["pass@1"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="no problems table for benchmark"):
+        grade_checkpoint({"c": samples()}, probs, ks=(1,), identity=identity)

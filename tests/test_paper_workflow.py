@@ -49,8 +49,9 @@ def n_runs(st):
     return len(st["models"]) * len(settings(st)) * len(st["seeds"])
 
 
-def expected_jobs(cfg, per_checkpoint=False) -> dict[str, int]:
-    """Jobs per rule; with `eval.per_checkpoint` one generation job per checkpoint instead of per benchmark."""
+def expected_jobs(cfg, per_checkpoint=True) -> dict[str, int]:
+    """Jobs per rule: one generation job per checkpoint (`eval.per_checkpoint`, the default) or per
+    (checkpoint, benchmark); one grading job per checkpoint either way."""
     S = cfg["studies"]
     base = {(m, seed, b) for st in S.values() for m in st["models"] for seed in st["seeds"] for b in st["benchmarks"]}
     evals = sum(n_runs(st) * len(eval_steps(cfg, s)) * len(st["benchmarks"]) for s, st in S.items()) + len(base)
@@ -58,7 +59,7 @@ def expected_jobs(cfg, per_checkpoint=False) -> dict[str, int]:
     probed = [(s, m, r, c, seed) for s, st in S.items() if s in p["studies"] for m in st["models"] if m in p["models"]
               for r, c in settings(st) if r in p["rewards"] and c in p["curricula"] for seed in st["seeds"] if seed in p["seeds"]]
     curve = [s for s, st in S.items() if {"none", "vicurl"} & {c for _, c in settings(st)}]
-    # eval.per_checkpoint: per run, its evaluated steps; plus the Base model once per (model, seed)
+    # per run, its evaluated steps; plus the Base model once per (model, seed)
     checkpoints = (sum(n_runs(st) * len(eval_steps(cfg, s)) for s, st in S.items())
                    + len({(m, seed) for m, seed, _ in base}))
     generation = {"generate_checkpoint": checkpoints} if per_checkpoint else {"generate": evals}
@@ -68,8 +69,7 @@ def expected_jobs(cfg, per_checkpoint=False) -> dict[str, int]:
         "prompt_stats": len({(m, st["train_set"]) for st in S.values() for m in st["models"]
                              if {"sent", "adarft"} & {c for _, c in settings(st)}}),
         "train": sum(n_runs(st) for st in S.values()),
-        # per run: evaluated steps x benchmarks; plus the Base (No RL) model once per (model, seed, benchmark)
-        "grade": evals,
+        "grade": checkpoints,
         "probe": sum(len(range(0, _train(cfg, s)["total_steps"], p["every"])) for s, *_ in probed),
         "probes_table": 1,
         "variance_figures": len({(s, r, c) for s, _, r, c, _ in probed}),
@@ -83,11 +83,10 @@ def expected_jobs(cfg, per_checkpoint=False) -> dict[str, int]:
 
 
 def test_the_paper_formulas_give_the_readme_numbers():
-    e = expected_jobs(PAPER)
-    assert e["train"] == 295 and e["generate"] == 11770 and e["probe"] == 26  # README, "Paper studies"
-    assert sum(e.values()) == 23940
-    c = expected_jobs(PAPER, per_checkpoint=True)
-    assert c["generate_checkpoint"] == 2075 and sum(c.values()) == 14245  # README, "Paper studies"
+    e = expected_jobs(PAPER)  # README, "Paper studies"
+    assert e["train"] == 295 and e["generate_checkpoint"] == e["grade"] == 2075 and e["probe"] == 26
+    assert sum(e.values()) == 4550
+    assert expected_jobs(PAPER, per_checkpoint=False)["generate"] == 11770
 
 
 # ---------------------------------------------------------------- the profile
@@ -101,10 +100,19 @@ def test_profile_shape():
     r = p["set-resources"]
     # the train rule's sizes come from the config alone (one place); the profile names the cluster's
     assert set(r["train"]) == {"slurm_partition", "gpu_model"}
-    assert r["generate"]["gpu"] == 1 and r["probe"]["gpu"] == 1
-    assert r["generate_checkpoint"]["gpu"] == 1  # eval.per_checkpoint
+    assert r["generate_checkpoint"]["gpu"] == 1 and r["generate"]["gpu"] == 1 and r["probe"]["gpu"] == 1
     assert all("tasks" not in v for v in r.values())  # single-process GPU jobs
-    assert eval(str(r["generate"]["runtime"]), {"attempt": 3}) == 360  # grows with attempt
+    from types import SimpleNamespace
+
+    for model, minutes in (("qwen_math_1.5b", 480), ("llama_3b_instruct", 1440)):  # grows with attempt
+        for attempt in (1, 3):
+            ns = {"attempt": attempt, "wildcards": SimpleNamespace(model=model)}
+            assert eval(str(r["generate_checkpoint"]["runtime"]), ns) == attempt * minutes
+    # a checkpoint's generation and grading: one SLURM job; a group's string resources must agree
+    assert p["groups"] == {"generate_checkpoint": "evaluate", "generate": "evaluate", "grade": "evaluate"}
+    for key in ("slurm_partition", "gpu_model"):
+        assert len({r[rule][key] for rule in p["groups"] if key in r[rule]}) == 1, key
+    assert not any("cpus_per_gpu" in r[rule] for rule in p["groups"])  # the plugin reads cpus_per_task first
 
 
 def planned_resources(text: str, rule: str) -> list[dict[str, str]]:
@@ -155,17 +163,18 @@ def test_profile_plans_the_full_study(tmp_path):
 
 
 @pytest.mark.slow
-def test_per_checkpoint_generation_plans_one_job_per_checkpoint(tmp_path):
-    """The paper config with `eval.per_checkpoint: true`: the same gradings, one generation job per checkpoint."""
+def test_per_benchmark_generation_plans_one_job_per_benchmark(tmp_path):
+    """The paper config with `eval.per_checkpoint: false`: one generation job per (checkpoint,
+    benchmark), the same gradings."""
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
-    (tmp_path / "per_checkpoint.yaml").write_text("eval: {per_checkpoint: true}\n")
+    (tmp_path / "per_benchmark.yaml").write_text("eval: {per_checkpoint: false}\n")
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "--replace-workflow-config", "--configfile", str(REPO / "config" / "paper.yaml"), str(tmp_path / "per_checkpoint.yaml"),
+           "--replace-workflow-config", "--configfile", str(REPO / "config" / "paper.yaml"), str(tmp_path / "per_benchmark.yaml"),
            "-n", "all", "--quiet", "rules"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert job_counts(out.stdout) == expected_jobs(PAPER, per_checkpoint=True)
+    assert job_counts(out.stdout) == expected_jobs(PAPER, per_checkpoint=False)
 
 
 # ---------------------------------------------------------------- study targets
@@ -207,8 +216,9 @@ def test_each_study_target_plans_only_its_own_jobs(tmp_path, study):
     own = {(study, m, f"{r}-{c}") for m in st["models"] for r, c in settings(st)}
     assert trained == own | borrowed
     counts = job_counts(out.stdout)
-    own_evals = n_runs(st) * len(eval_steps(PAPER, study)) * len(st["benchmarks"])
-    assert sum(1 for r, w in jobs if r == "generate" and w["study"] == study) == own_evals
+    own_checkpoints = n_runs(st) * len(eval_steps(PAPER, study))
+    for rule in ("generate_checkpoint", "grade"):
+        assert sum(1 for r, w in jobs if r == rule and w["study"] == study) == own_checkpoints
     assert counts["train"] == n_runs(st) + len(borrowed)
     assert f"study_{study}" in counts and "all" not in counts and "aggregate" not in counts
     tables = [n for n, t in PAPER["tables"].items() if t.get("study") == study]
@@ -220,7 +230,7 @@ def test_each_study_target_plans_only_its_own_jobs(tmp_path, study):
 @pytest.mark.slow
 def test_grader_version_bump_regrades_without_regenerating(tmp_path):
     smoke = REPO / "tests" / "data" / "smoke.yaml"
-    target = "results/smoke/eval/base/tiny/base/seed0/step0/arith_easy.score.json"
+    target = "results/smoke/eval/base/tiny/base/seed0/step0/scores.json"
 
     def run(*args, configs=()):
         cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),

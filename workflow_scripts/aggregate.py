@@ -1,13 +1,11 @@
 """Rule aggregate: all per-seed scores in one table, and mean / std across seeds."""
 import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
-import json
-
 from vicurl.io import atomic_path
-from vicurl.report.aggregate import across_seeds, collect
+from vicurl.report.aggregate import across_seeds, collect, read_scores
 from vicurl.workflow import setup
 
 log = setup(snakemake)
-per_seed = collect(json.loads(open(p).read()) for p in snakemake.input)
+per_seed = collect(read_scores(snakemake.input, keep=snakemake.params.keep))
 summary = across_seeds(per_seed, metrics=tuple(snakemake.params.metrics))
 for df, out in ((per_seed, snakemake.output.per_seed), (summary, snakemake.output.across_seeds)):
     with atomic_path(out) as tmp:

@@ -22,6 +22,7 @@ Rules
 
 from __future__ import annotations
 
+import json
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -60,6 +61,27 @@ def collect(records: Iterable[Mapping]) -> pd.DataFrame:
     df["step"] = df["step"].astype("int64")
     others = [c for c in df.columns if c not in ID_KEYS]
     return df[[*ID_KEYS, *others]].reset_index(drop=True)
+
+
+def read_scores(paths: Iterable[str], keep: Iterable[Sequence] | None = None) -> list[dict]:
+    """The score records of checkpoint score files (``scores.json``: a JSON list, one record per
+    benchmark), in file order; with ``keep``, only the records whose (study, model, setting,
+    seed, step, benchmark) is listed (setting ``reward-curriculum``, or ``base`` for Base)."""
+    wanted = None if keep is None else {(str(st), str(m), str(se), int(sd), int(sp), str(b)) for st, m, se, sd, sp, b in keep}
+    out = []
+    for path in paths:
+        with open(path) as f:
+            records = json.load(f)
+        if not isinstance(records, list):
+            raise ValueError(f"{path}: expected a list of score records, got {type(records).__name__}")
+        for r in records:
+            lacking = [k for k in ID_KEYS if k not in r]
+            if lacking:
+                raise ValueError(f"{path}: a score record lacks identifying key(s) {lacking}: {r}")
+            setting = r["reward"] if r["reward"] == r["curriculum"] == "base" else f"{r['reward']}-{r['curriculum']}"
+            if wanted is None or (r["study"], r["model"], setting, int(r["seed"]), int(r["step"]), r["benchmark"]) in wanted:
+                out.append(r)
+    return out
 
 
 def _summary(values: pd.Series) -> dict:

@@ -1,0 +1,181 @@
+"""The SLURM profile on a real SLURM.
+
+tests/slurm/cluster.sh starts a private one-node cluster (Debian's slurm-wlm, as root); the smoke
+config's jobs go through snakemake-executor-plugin-slurm with slurm-a100/config.yaml exactly as a
+user copies it, and tests/slurm/profile layered on top (the test cluster's status command, no
+account). Checked in `scontrol show job`: the resources each job asked for, its state, and the
+retries: a training job cancelled with `scancel` or failed by a signal comes back as a second
+attempt with the profile's doubled runtime and resumes from its `_work/` checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
+SMOKE = REPO / "tests" / "data" / "smoke.yaml"
+PROFILE = yaml.safe_load((REPO / "slurm-a100" / "config.yaml").read_text())
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def slurm_env(tmp_path_factory):
+    """The environment that points SLURM's commands at a private cluster; the cluster is stopped after."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    state = tmp_path_factory.mktemp("slurm")
+    up = subprocess.run(["bash", str(CLUSTER), "up", str(state)], capture_output=True, text=True, timeout=900)
+    if up.returncode != 0:
+        pytest.skip(f"a SLURM test cluster could not start here (tests/slurm/cluster.sh up): {up.stderr[-2000:]}")
+    lines = subprocess.run(["bash", str(CLUSTER), "env", str(state)], capture_output=True, text=True, check=True).stdout
+    env = dict(os.environ)
+    for name, value in re.findall(r"^export (\w+)=(.*)$", lines, re.M):
+        env[name] = subprocess.run(["bash", "-c", f"printf %s {value}"], capture_output=True, text=True,
+                                   env=env, check=True).stdout
+    try:
+        yield env
+    finally:
+        subprocess.run(["bash", str(CLUSTER), "down", str(state)], capture_output=True, text=True, timeout=120)
+
+
+def snakemake_cmd(workdir: Path, *args: str, configs=()) -> list[str]:
+    """The user's command (`--profile slurm-a100`) with the test profile over it and the smoke config."""
+    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), *args,
+            "--profile", "slurm-a100", "--profile", str(REPO / "tests" / "slurm" / "profile"),
+            "--configfile", str(REPO / "config" / "demo.yaml"), str(SMOKE), *map(str, configs)]
+
+
+def slurm_jobs(env) -> list[dict[str, str]]:
+    """Every job the cluster knows (MinJobAge keeps finished ones an hour), as scontrol's key=value fields."""
+    out = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True, env=env).stdout
+    jobs = []
+    for line in out.splitlines():
+        if "JobId=" in line:
+            jobs.append(dict(m.groups() for m in re.finditer(r"(\w[\w/:]*)=(\S*)", line)))
+    return sorted(jobs, key=lambda j: int(j["JobId"]))
+
+
+def of_rule(jobs, name: str, wildcard: str = "") -> list[dict[str, str]]:
+    """The jobs of one rule (or group), by the comment the plugin gives them."""
+    return [j for j in jobs if j.get("Comment", "").startswith(f"rule_{name}") and wildcard in j.get("Comment", "")]
+
+
+def minutes(limit: str) -> int:
+    """scontrol's TimeLimit ([D-]HH:MM:SS) in minutes."""
+    days, _, hms = limit.rpartition("-")
+    h, m, s = (int(x) for x in hms.split(":"))
+    return (int(days or 0) * 24 + h) * 60 + m + (s > 0)
+
+
+def runtime(rule: str, attempt: int, model: str = "tiny") -> int:
+    """The profile's runtime (minutes) of one rule's job at an attempt."""
+    expr = PROFILE["set-resources"].get(rule, {}).get("runtime", PROFILE["default-resources"]["runtime"])
+    return int(eval(str(expr), {"attempt": attempt, "wildcards": SimpleNamespace(model=model)}))
+
+
+def test_jobs_run_with_the_profiles_resources(slurm_env, tmp_path):
+    """A smoke run and one evaluated checkpoint: every job through sbatch with the partition, GPUs,
+    CPUs, memory and time limit of the profile; a checkpoint's generation and grading as one job."""
+    target = "results/smoke/eval/main/tiny/oracle-vicurl/seed0/step1/scores.json"
+    out = subprocess.run(snakemake_cmd(tmp_path, target), cwd=REPO, capture_output=True, text=True, env=slurm_env,
+                         timeout=900)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
+    assert (tmp_path / target).exists()
+    jobs = slurm_jobs(slurm_env)
+    res = PROFILE["set-resources"]
+    (train,) = of_rule(jobs, "train", "oracle-vicurl")
+    assert train["JobState"] == "COMPLETED" and train["Partition"] == res["train"]["slurm_partition"]
+    assert train["TresPerJob"] == "gres:gpu:a100:1"  # the demo's local engine: the profile's GPU type, one GPU
+    assert minutes(train["TimeLimit"]) == runtime("train", 1)
+    (group,) = of_rule(jobs, "evaluate")  # generate_checkpoint + grade, one SLURM job
+    gen, grade = res["generate_checkpoint"], res["grade"]
+    assert group["JobState"] == "COMPLETED" and group["Partition"] == gen["slurm_partition"]
+    assert group["TresPerJob"] == f"gres:gpu:{gen['gpu_model']}:{gen['gpu']}"
+    assert int(group["NumCPUs"]) == max(gen["cpus_per_task"], grade["cpus_per_task"])
+    assert group["MinMemoryNode"] == f"{max(gen['mem_mb'], eval(grade['mem_mb'], {'attempt': 1})) / 1024:.2f}G"
+    # a group's runtime: its jobs' runtimes added (they run one after the other)
+    assert minutes(group["TimeLimit"]) == runtime("generate_checkpoint", 1) + runtime("grade", 1)
+    (data,) = of_rule(jobs, "synthetic_data")
+    assert data["Partition"] == PROFILE["default-resources"]["slurm_partition"] and "TresPerJob" not in data
+    assert minutes(data["TimeLimit"]) == runtime("synthetic_data", 1)
+    assert not of_rule(jobs, "grade") and not of_rule(jobs, "generate_checkpoint")  # never alone
+
+
+def kill_rule_script(job_id: str, script: str) -> None:
+    """SIGKILL the rule's script process inside a SLURM job (a crash or an out-of-memory kill)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if f"SLURM_JOB_ID={job_id}".encode() in environ and ".snakemake/scripts/" in cmdline and script in cmdline:
+            os.kill(int(proc.name), 9)
+            return
+    raise AssertionError(f"no {script} process in SLURM job {job_id}")
+
+
+def interrupt_training(slurm_env, tmp_path, action, configs) -> tuple[subprocess.CompletedProcess, list[dict], Path]:
+    """Train one longer smoke run through SLURM; once its first attempt has saved a checkpoint,
+    `action(job_id)` ends that attempt. Returns the finished Snakemake run, this run's SLURM jobs
+    and its folder."""
+    run = tmp_path / "results/smoke/runs/main/tiny/oracle-vicurl/seed0"
+    known = {j["JobId"] for j in slurm_jobs(slurm_env)}  # the cluster's jobs from earlier tests
+    proc = subprocess.Popen(snakemake_cmd(tmp_path, str((run / "metrics.jsonl").relative_to(tmp_path)), configs=configs),
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=slurm_env)
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        running = [j for j in of_rule(slurm_jobs(slurm_env), "train") if j["JobState"] == "RUNNING" and j["JobId"] not in known]
+        if running and list((run / "_work").glob("ckpt_step*.pt")):
+            action(running[0]["JobId"])
+            break
+        time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail(f"the training job never ran with a checkpoint saved: {proc.communicate()[0][-3000:]}")
+    output = proc.communicate(timeout=600)[0]
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, output, "")
+    return done, [j for j in of_rule(slurm_jobs(slurm_env), "train", "oracle-vicurl") if j["JobId"] not in known], run
+
+
+@pytest.fixture
+def long_training(tmp_path):
+    over = tmp_path / "long_training.yaml"
+    over.write_text(yaml.safe_dump({"train": {"save_every": 2},
+                                    "studies": {"main": {"train": {"total_steps": 40}, "eval_every": 40, "eval_steps": [2]}}}))
+    return [over]
+
+
+@pytest.mark.parametrize("how", ["scancel", "kill"])
+def test_an_ended_training_job_is_retried_with_a_longer_runtime_and_resumes(slurm_env, tmp_path, long_training, how):
+    """`scancel` (CANCELLED) or the training process killed inside the job (FAILED): Snakemake
+    submits a second attempt with the profile's runtime for attempt 2; training resumes from `_work/`."""
+    def end(job_id):
+        if how == "scancel":
+            subprocess.run(["scancel", job_id], check=True, env=slurm_env)
+        else:
+            kill_rule_script(job_id, "train.py")
+
+    done, jobs, run = interrupt_training(slurm_env, tmp_path, end, long_training)
+    assert done.returncode == 0, done.stdout[-5000:]
+    assert [j["JobState"] for j in jobs] == ["CANCELLED" if how == "scancel" else "FAILED", "COMPLETED"], jobs
+    assert [minutes(j["TimeLimit"]) for j in jobs] == [runtime("train", 1), runtime("train", 2)]
+    log = (tmp_path / "results/smoke/logs/train/main/tiny/oracle-vicurl/seed0.log").read_text()
+    resumed = [int(s) for s in re.findall(r"resumed from \S+ \(step (\d+)\)", log)]
+    assert len(resumed) == 1 and resumed[0] >= 2, log[-3000:]
+    metrics = pd.read_json(run / "metrics.jsonl", lines=True)
+    assert list(metrics["step"]) == list(range(1, 41))  # every step once: none lost, none twice
