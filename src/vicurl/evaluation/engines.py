@@ -22,28 +22,22 @@ def generate_sets_with(
     model_dir: str,
     problem_sets: dict[str, pd.DataFrame],
     *,
-    n: int,
-    temperature: float,
-    top_p: float,
-    max_new_tokens: int,
-    seed: int,
-    prompt_order: str = "question_first",
-    chat_template: bool = False,
     batch_size: int = 64,
     threads: int = 1,
     device: str = "auto",
     vllm_args: dict[str, Any] | None = None,
+    **sampling: Any,
 ) -> dict[str, pd.DataFrame]:
-    """The records of each problem set, by name, from ``engine``. ``batch_size``, ``threads`` and
-    ``device`` are the transformers generator's; ``vllm_args`` (``eval.vllm``) are ``vllm.LLM``'s."""
-    common = dict(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
-                  prompt_order=prompt_order, chat_template=chat_template)
+    """The records of each problem set, by name, from ``engine``. ``sampling`` are the keywords both
+    generators take (n, temperature, top_p, max_new_tokens, seed, prompt_order, chat_template);
+    ``batch_size``, ``threads`` and ``device`` are the transformers generator's, ``vllm_args``
+    (``eval.vllm``) ``vllm.LLM``'s."""
     if engine == "vllm":
         from vicurl.evaluation.vllm_generate import generate_sets_vllm
 
-        return generate_sets_vllm(model_dir, problem_sets, engine_args=vllm_args, **common)
+        return generate_sets_vllm(model_dir, problem_sets, engine_args=vllm_args, **sampling)
     if engine == "transformers":
         from vicurl.evaluation.generate import generate_sets
 
-        return generate_sets(model_dir, problem_sets, batch_size=batch_size, threads=threads, device=device, **common)
+        return generate_sets(model_dir, problem_sets, batch_size=batch_size, threads=threads, device=device, **sampling)
     raise ValueError(f"eval.engine must be one of {ENGINES}, got {engine!r}")

@@ -32,6 +32,11 @@ def step_dir(checkpoint_dir: str | Path, step: int) -> Path:
     return Path(checkpoint_dir) / f"global_step_{int(step)}"
 
 
+def export_dir(work_dir: str | Path, step: int) -> Path:
+    """The Hugging Face export of ``step`` in the run's work folder (``<work>/exports/step{N}``)."""
+    return Path(work_dir) / "exports" / f"step{int(step)}"
+
+
 def last_saved_step(checkpoint_dir: str | Path) -> int:
     """The step of verl's last complete save (its tracker file), 0 when there is none."""
     p = Path(checkpoint_dir) / TRACKER
@@ -72,7 +77,7 @@ def export_step(actor_dir: str | Path, dest: str | Path, base_model: str | Path)
 def missing_exports(work_dir: str | Path, export_steps, checkpoint_dir: str | Path) -> list[int]:
     """Evaluated steps up to verl's last save whose export is missing (a job killed while exporting)."""
     last = last_saved_step(checkpoint_dir)
-    return [int(s) for s in export_steps if int(s) <= last and not (Path(work_dir) / "exports" / f"step{int(s)}").exists()]
+    return [int(s) for s in export_steps if int(s) <= last and not export_dir(work_dir, s).exists()]
 
 
 def repair_exports(work_dir: str | Path, export_steps, checkpoint_dir: str | Path, base_model: str | Path) -> list[int]:
@@ -84,7 +89,7 @@ def repair_exports(work_dir: str | Path, export_steps, checkpoint_dir: str | Pat
         raise RuntimeError(f"the exports of steps {lost} are missing and their checkpoints are gone; delete "
                            f"{Path(work_dir)} to retrain the run")
     for s in missing:
-        export_step(step_dir(checkpoint_dir, s) / "actor", Path(work_dir) / "exports" / f"step{s}", base_model)
+        export_step(step_dir(checkpoint_dir, s) / "actor", export_dir(work_dir, s), base_model)
     return missing
 
 

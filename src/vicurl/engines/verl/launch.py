@@ -256,13 +256,12 @@ def publish(work_dir: str | Path, export_steps, checkpoints: str | Path, metrics
     from vicurl.engines.verl.hook import read_metrics
     from vicurl.io import write_text
 
-    work = Path(work_dir)
     for step in export_steps:
-        src = work / "exports" / f"step{step}"
+        src = export.export_dir(work_dir, step)
         if not src.exists():
             raise RuntimeError(f"no export for step {step} in {src}")
         export.copy_export(src, Path(checkpoints) / f"step{step}")
-    write_text(metrics, "".join(json.dumps(m, sort_keys=True) + "\n" for m in read_metrics(work / "metrics.jsonl")))
+    write_text(metrics, "".join(json.dumps(m, sort_keys=True) + "\n" for m in read_metrics(Path(work_dir) / "metrics.jsonl")))
 
 
 def main(argv: list[str] | None = None) -> None:

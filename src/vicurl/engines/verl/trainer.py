@@ -254,7 +254,7 @@ class VICuRLTrainer(RayPPOTrainer):
         write_json(folder / CURRICULUM_STATE, {"step": step, "curriculum": hook.curriculum.state_dict()})
         super()._save_checkpoint()
         if step in set(hook.settings.get("export_steps", [])):
-            export.export_step(folder / "actor", Path(self.config.vicurl.work_dir) / "exports" / f"step{step}",
+            export.export_step(folder / "actor", export.export_dir(self.config.vicurl.work_dir, step),
                                self.config.vicurl.base_model)
 
     def _load_checkpoint(self):
@@ -267,7 +267,7 @@ class VICuRLTrainer(RayPPOTrainer):
                                    f"nothing to train (the launcher publishes a trained run without verl)")
             trainer_cfg = self.config.trainer
             folder = Path(trainer_cfg.resume_from_path) if trainer_cfg.get("resume_mode") == "resume_path" else \
-                Path(trainer_cfg.default_local_dir) / f"global_step_{step}"
+                export.step_dir(trainer_cfg.default_local_dir, step)
             path = folder / CURRICULUM_STATE
             if path.exists():
                 hook.curriculum.load_state_dict(json.loads(path.read_text())["curriculum"])
