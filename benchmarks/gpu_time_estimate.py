@@ -301,7 +301,11 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
             jobs.append(Job(gen_rule, model, tokens, 1, A.vllm_start_s + vllm_seconds(tokens, ev["max_new_tokens"], a, A),
                             cpu_s(tokens * a.fwd_flops(A.prompt_tokens + ev["max_new_tokens"] * frac / 2), 0),
                             profile_runtime(profile, gen_rule, model=model)))
-        samples = sum(sizes[b] for b in benches) * ev["n_samples"]  # grading: one CPU job per checkpoint
+    graded: dict[tuple, int] = {}  # grading: one CPU job per run (study, model, setting, seed), all its checkpoints
+    for (study, model, setting, seed, step), benches in checkpoints.items():
+        n = sum(sizes[b] for b in benches) * runs_lib.eval_settings(cfg, study)["n_samples"]
+        graded[(study, model, setting, seed)] = graded.get((study, model, setting, seed), 0) + n
+    for (study, model, *_), samples in graded.items():
         jobs.append(Job("grade", model, samples, 0, 0.0, samples / cpu.grade_rate, profile_runtime(profile, "grade", model=model)))
 
     stats = sorted({(run.model, cfg["studies"][run.study]["train_set"]) for run in runs_lib.runs(cfg)
@@ -342,7 +346,7 @@ NOTES = {
     "generate": "as generate_checkpoint, one benchmark a job (eval.per_checkpoint: false)",
     "prompt_stats": "as generate (eval.engine vllm): k samples of every training prompt",
     "probe": "HF generate bf16 {hf_tps_1p5b:,.0f} tok/s at 1.5B; FP32 scoring + 4 x 256 fwd/bwd at {util_fp32:.0%} of 19.5 TFLOP/s",
-    "grade": "CPU only (no GPU), a checkpoint's samples / the measured grading rate",
+    "grade": "CPU only (no GPU), a run's samples (all its checkpoints) / the measured grading rate",
 }
 
 

@@ -4,8 +4,8 @@ Runs `snakemake --profile slurm-a100 -n all` (the README's dry run; no cluster, 
 empty working directory, `--repeats` times, and prints:
 
 - the jobs of the DAG per rule and in all;
-- the jobs sent to SLURM: one per group job (a checkpoint's generation and grading, group
-  `evaluate`) plus one per job outside a group, local rules (the report) excluded;
+- the jobs sent to SLURM: one per job, local rules (the report) excluded, and one per group job
+  where a profile groups rules (`groups:`; slurm-a100 does not);
 - the wall time of each dry run (planning and printing the plan), and the median.
 
     .venv/bin/python benchmarks/plan_size.py
@@ -77,7 +77,8 @@ def main() -> None:
     for rule, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"  {rule:<22} {n:>7,}")
     print(f"jobs in the DAG         {total:>7,}")
-    print(f"jobs sent to SLURM      {groups + single:>7,}  ({groups:,} group jobs + {single:,} single jobs; local rules excluded)")
+    grouped = f"{groups:,} group jobs + {single:,} single jobs; " if groups else ""
+    print(f"jobs sent to SLURM      {groups + single:>7,}  ({grouped}local rules excluded)")
     times = [t for t, _ in runs]
     print(f"dry run wall time       {statistics.median(times):7.1f} s median of {len(times)} ({', '.join(f'{t:.1f}' for t in times)})")
 

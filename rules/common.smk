@@ -82,8 +82,10 @@ def all_runs():
     return [f"{R}/runs/{r.path}/metrics.jsonl" for r in RUNS]
 
 
-# One evaluated checkpoint: its samples (one file, or one per benchmark), graded samples and scores
-EVAL_DIR = f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}"
+# A run's evaluations: one folder per evaluated checkpoint (its samples: one file, or one per
+# benchmark), and the verdicts and scores of all of them (one grading job per run).
+RUN_EVAL_DIR = f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}"
+EVAL_DIR = f"{RUN_EVAL_DIR}/step{{step}}"
 
 
 def eval_dir(study, model, setting, seed, step):
@@ -96,17 +98,17 @@ def checkpoint_benchmarks(w):
 
 
 def eval_samples(w):
-    """The samples a checkpoint's grading job reads: its checkpoint's file (`eval.per_checkpoint`),
-    or one file per benchmark."""
-    d = eval_dir(w.study, w.model, w.setting, w.seed, w.step)
-    if config["eval"]["per_checkpoint"]:
-        return [f"{d}/samples.parquet"]
-    return [f"{d}/{b}.samples.parquet" for b in checkpoint_benchmarks(w)]
+    """The samples a run's grading job reads, step-major: each evaluated checkpoint's file
+    (`eval.per_checkpoint`), or its files per benchmark."""
+    names = ["samples"] if config["eval"]["per_checkpoint"] else [f"{b}.samples" for b in checkpoint_benchmarks(w)]
+    return [f"{eval_dir(w.study, w.model, w.setting, w.seed, step)}/{name}.parquet"
+            for step in runs_lib.evaluated_steps(config, w.study) for name in names]
 
 
 def score_files(evaluations):
-    """The checkpoints' score files holding these (study, model, setting, seed, step, benchmark)."""
-    return list(dict.fromkeys(os.path.join(eval_dir(*e[:5]), "scores.json") for e in evaluations))
+    """The runs' score files holding these (study, model, setting, seed, step, benchmark)."""
+    return list(dict.fromkeys(os.path.join(RUN_EVAL_DIR.format(study=st, model=m, setting=se, seed=sd), "scores.json")
+                              for st, m, se, sd, *_ in evaluations))
 
 
 def all_scores(study=None):

@@ -1,8 +1,8 @@
-# Evaluation of a checkpoint: generate -> grade. Generation is one job per checkpoint that loads
-# the model once for all its benchmarks (`eval.per_checkpoint`, rule generate_checkpoint), or one
-# job per benchmark (rule generate). Grading is one job per checkpoint either way, its own rule so
-# that a grader change regrades without regenerating; it also writes the pass@k scores (cheap).
-# On SLURM the profile runs a checkpoint's generation and grading as one job (group `evaluate`).
+# Evaluation: generate -> grade. Generation is one job per checkpoint that loads the model once
+# for all its benchmarks (`eval.per_checkpoint`, rule generate_checkpoint), or one job per
+# benchmark (rule generate). Grading is one CPU job per run for all its evaluated checkpoints, its
+# own rule so that a grader change regrades without regenerating; it also writes the pass@k
+# scores (cheap). Per run rather than per checkpoint: half as many jobs for Snakemake to plan.
 
 
 rule generate:
@@ -51,16 +51,17 @@ rule grade:
         samples=eval_samples,
         problems=lambda w: [dataset_path(b) for b in checkpoint_benchmarks(w)],
     output:
-        graded=f"{EVAL_DIR}/graded.parquet",
-        scores=f"{EVAL_DIR}/scores.json",
+        graded=f"{RUN_EVAL_DIR}/graded.parquet",
+        scores=f"{RUN_EVAL_DIR}/scores.json",
     params:
         benchmarks=checkpoint_benchmarks,
+        steps=lambda w: runs_lib.evaluated_steps(config, w.study),
         ks=config["eval"]["ks"],
-        # bump `grading.version` after a grader change: every sample file is regraded, none regenerated
+        # bump `grading.version` after a grader change: every run is regraded, nothing regenerated
         grader_version=config["grading"]["version"],
         per_checkpoint=config["eval"]["per_checkpoint"],
     log:
-        f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/grade.log",
+        f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/grade.log",
     conda:
         "../envs/cpu.yaml"
     script:

@@ -149,3 +149,31 @@ def test_grade_checkpoint_equals_grading_each_benchmark_alone():
     assert records[0]["pass@1"] == pytest.approx(0.5) and records[1]["pass@1"] == pytest.approx(0.25)
     with pytest.raises(ValueError, match="no problems table for benchmark"):
         grade_checkpoint({"c": samples()}, probs, ks=(1,), identity=identity)
+
+
+def test_grade_run_is_grade_checkpoint_per_step_without_the_texts():
+    from vicurl.evaluation.checkpoint import VERDICT_COLUMNS, grade_checkpoint, grade_run
+
+    probs = {"a": problems(), "b": other_problems()}
+    later = samples().assign(text=lambda d: d["text"].str.replace("3", "2"))  # step 20: "3" -> "2" in every text
+    steps = {10: {"a": samples(), "b": samples()}, 20: {"a": later, "b": samples()}}
+    run = dict(study="main", model="m", reward="oracle", curriculum="vicurl", seed=3)
+    read = []
+
+    def lazily():
+        for step, sets in steps.items():
+            read.append(step)
+            yield step, sets
+
+    verdicts, records = grade_run(lazily(), probs, ks=(1, 2), identity=run)
+    assert read == [10, 20] and list(verdicts.columns) == VERDICT_COLUMNS
+    assert [(r["step"], r["benchmark"]) for r in records] == [(10, "a"), (10, "b"), (20, "a"), (20, "b")]
+    for step, sets in steps.items():
+        graded, recs = grade_checkpoint(sets, probs, ks=(1, 2), identity={**run, "step": step})
+        assert recs == [r for r in records if r["step"] == step]
+        mine = verdicts[verdicts["step"] == step].drop(columns="step").reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine, graded[VERDICT_COLUMNS[1:]])
+    # by hand: step 20's a: p1 3 of 4 right (\boxed{2} twice, \boxed{ 2 }), p2 3 of 4 (0.5, 1/2, \frac{1}{2})
+    assert records[2]["pass@1"] == pytest.approx(6 / 8) and records[0]["pass@1"] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="no checkpoints"):
+        grade_run(iter(()), probs, ks=(1,), identity=run)

@@ -69,7 +69,7 @@ def expected_jobs(cfg, per_checkpoint=True) -> dict[str, int]:
         "prompt_stats": len({(m, st["train_set"]) for st in S.values() for m in st["models"]
                              if {"sent", "adarft"} & {c for _, c in settings(st)}}),
         "train": sum(n_runs(st) for st in S.values()),
-        "grade": checkpoints,
+        "grade": sum(n_runs(st) for st in S.values()) + len({(m, seed) for m, seed, _ in base}),  # per run, Base too
         "probe": sum(len(range(0, _train(cfg, s)["total_steps"], p["every"])) for s, *_ in probed),
         "probes_table": 1,
         "variance_figures": len({(s, r, c) for s, _, r, c, _ in probed}),
@@ -84,8 +84,8 @@ def expected_jobs(cfg, per_checkpoint=True) -> dict[str, int]:
 
 def test_the_paper_formulas_give_the_readme_numbers():
     e = expected_jobs(PAPER)  # README, "Paper studies"
-    assert e["train"] == 295 and e["generate_checkpoint"] == e["grade"] == 2075 and e["probe"] == 26
-    assert sum(e.values()) == 4550
+    assert e["train"] == 295 and e["generate_checkpoint"] == 2075 and e["grade"] == 315 and e["probe"] == 26
+    assert sum(e.values()) == 2790
     assert expected_jobs(PAPER, per_checkpoint=False)["generate"] == 11770
 
 
@@ -108,11 +108,8 @@ def test_profile_shape():
         for attempt in (1, 3):
             ns = {"attempt": attempt, "wildcards": SimpleNamespace(model=model)}
             assert eval(str(r["generate_checkpoint"]["runtime"]), ns) == attempt * minutes
-    # a checkpoint's generation and grading: one SLURM job; a group's string resources must agree
-    assert p["groups"] == {"generate_checkpoint": "evaluate", "generate": "evaluate", "grade": "evaluate"}
-    for key in ("slurm_partition", "gpu_model"):
-        assert len({r[rule][key] for rule in p["groups"] if key in r[rule]}) == 1, key
-    assert not any("cpus_per_gpu" in r[rule] for rule in p["groups"])  # the plugin reads cpus_per_task first
+    assert "groups" not in p  # every job is a SLURM job of its own
+    assert "slurm_partition" not in r["grade"] and "gpu" not in r["grade"]  # a CPU job: the default partition
 
 
 def planned_resources(text: str, rule: str) -> list[dict[str, str]]:
@@ -217,8 +214,8 @@ def test_each_study_target_plans_only_its_own_jobs(tmp_path, study):
     assert trained == own | borrowed
     counts = job_counts(out.stdout)
     own_checkpoints = n_runs(st) * len(eval_steps(PAPER, study))
-    for rule in ("generate_checkpoint", "grade"):
-        assert sum(1 for r, w in jobs if r == rule and w["study"] == study) == own_checkpoints
+    assert sum(1 for r, w in jobs if r == "generate_checkpoint" and w["study"] == study) == own_checkpoints
+    assert sum(1 for r, w in jobs if r == "grade" and w["study"] == study) == n_runs(st)
     assert counts["train"] == n_runs(st) + len(borrowed)
     assert f"study_{study}" in counts and "all" not in counts and "aggregate" not in counts
     tables = [n for n, t in PAPER["tables"].items() if t.get("study") == study]
@@ -230,7 +227,7 @@ def test_each_study_target_plans_only_its_own_jobs(tmp_path, study):
 @pytest.mark.slow
 def test_grader_version_bump_regrades_without_regenerating(tmp_path):
     smoke = REPO / "tests" / "data" / "smoke.yaml"
-    target = "results/smoke/eval/base/tiny/base/seed0/step0/scores.json"
+    target = "results/smoke/eval/base/tiny/base/seed0/scores.json"
 
     def run(*args, configs=()):
         cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),

@@ -81,6 +81,11 @@ def minutes(limit: str) -> int:
     return (int(days or 0) * 24 + h) * 60 + m + (s > 0)
 
 
+def megabytes(memory: str) -> int:
+    """scontrol's MinMemoryNode (8000M, 62.50G) in MB."""
+    return round(float(memory[:-1]) * {"M": 1, "G": 1024, "T": 1024**2}[memory[-1]])
+
+
 def runtime(rule: str, attempt: int, model: str = "tiny") -> int:
     """The profile's runtime (minutes) of one rule's job at an attempt."""
     expr = PROFILE["set-resources"].get(rule, {}).get("runtime", PROFILE["default-resources"]["runtime"])
@@ -88,31 +93,36 @@ def runtime(rule: str, attempt: int, model: str = "tiny") -> int:
 
 
 def test_jobs_run_with_the_profiles_resources(slurm_env, tmp_path):
-    """A smoke run and one evaluated checkpoint: every job through sbatch with the partition, GPUs,
-    CPUs, memory and time limit of the profile; a checkpoint's generation and grading as one job."""
-    target = "results/smoke/eval/main/tiny/oracle-vicurl/seed0/step1/scores.json"
+    """A smoke run's training, evaluation and grading: every job through sbatch with the partition,
+    GPUs, CPUs, memory and time limit of the profile."""
+    target = "results/smoke/eval/main/tiny/oracle-vicurl/seed0/scores.json"
     out = subprocess.run(snakemake_cmd(tmp_path, target), cwd=REPO, capture_output=True, text=True, env=slurm_env,
                          timeout=900)
     assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
     assert (tmp_path / target).exists()
     jobs = slurm_jobs(slurm_env)
-    res = PROFILE["set-resources"]
+    res, default = PROFILE["set-resources"], PROFILE["default-resources"]
     (train,) = of_rule(jobs, "train", "oracle-vicurl")
     assert train["JobState"] == "COMPLETED" and train["Partition"] == res["train"]["slurm_partition"]
     assert train["TresPerJob"] == "gres:gpu:a100:1"  # the demo's local engine: the profile's GPU type, one GPU
     assert minutes(train["TimeLimit"]) == runtime("train", 1)
-    (group,) = of_rule(jobs, "evaluate")  # generate_checkpoint + grade, one SLURM job
-    gen, grade = res["generate_checkpoint"], res["grade"]
-    assert group["JobState"] == "COMPLETED" and group["Partition"] == gen["slurm_partition"]
-    assert group["TresPerJob"] == f"gres:gpu:{gen['gpu_model']}:{gen['gpu']}"
-    assert int(group["NumCPUs"]) == max(gen["cpus_per_task"], grade["cpus_per_task"])
-    assert group["MinMemoryNode"] == f"{max(gen['mem_mb'], eval(grade['mem_mb'], {'attempt': 1})) / 1024:.2f}G"
-    # a group's runtime: its jobs' runtimes added (they run one after the other)
-    assert minutes(group["TimeLimit"]) == runtime("generate_checkpoint", 1) + runtime("grade", 1)
+    gens = of_rule(jobs, "generate_checkpoint", "oracle-vicurl")
+    assert len(gens) == 2  # the smoke run's evaluated steps 1 and 2, one GPU job each
+    gen = res["generate_checkpoint"]
+    for job in gens:
+        assert job["JobState"] == "COMPLETED" and job["Partition"] == gen["slurm_partition"]
+        assert job["TresPerJob"] == f"gres:gpu:{gen['gpu_model']}:{gen['gpu']}"
+        assert int(job["NumCPUs"]) == gen["cpus_per_gpu"] * gen["gpu"]
+        assert megabytes(job["MinMemoryNode"]) == gen["mem_mb"]
+        assert minutes(job["TimeLimit"]) == runtime("generate_checkpoint", 1)
+    (grade,) = of_rule(jobs, "grade", "oracle-vicurl")  # the run's checkpoints, on the CPU partition
+    assert grade["JobState"] == "COMPLETED" and grade["Partition"] == default["slurm_partition"]
+    assert "TresPerJob" not in grade and int(grade["NumCPUs"]) == res["grade"]["cpus_per_task"]
+    assert megabytes(grade["MinMemoryNode"]) == eval(res["grade"]["mem_mb"], {"attempt": 1})
+    assert minutes(grade["TimeLimit"]) == runtime("grade", 1)
     (data,) = of_rule(jobs, "synthetic_data")
-    assert data["Partition"] == PROFILE["default-resources"]["slurm_partition"] and "TresPerJob" not in data
+    assert data["Partition"] == default["slurm_partition"] and "TresPerJob" not in data
     assert minutes(data["TimeLimit"]) == runtime("synthetic_data", 1)
-    assert not of_rule(jobs, "grade") and not of_rule(jobs, "generate_checkpoint")  # never alone
 
 
 def kill_rule_script(job_id: str, script: str) -> None:

@@ -217,17 +217,18 @@ def test_one_job_per_checkpoint_or_per_benchmark_grades_the_same_samples(tmp_pat
     """eval.per_checkpoint switches how generation jobs are cut, not what they sample: the Base
     model's graded samples and scores are equal both ways; switching plans no training job."""
     smoke = REPO / "tests" / "data" / "smoke.yaml"
-    step = tmp_path / "results/smoke/eval/base/tiny/base/seed0/step0"
-    target = str(step.relative_to(tmp_path) / "scores.json")
+    run = tmp_path / "results/smoke/eval/base/tiny/base/seed0"  # the Base "run": its one checkpoint, step 0
+    step = run / "step0"
+    target = str(run.relative_to(tmp_path) / "scores.json")
     out = {}
     for per_checkpoint in (True, False):
         mode = write_config(tmp_path, f"eval: {{per_checkpoint: {str(per_checkpoint).lower()}}}\n")
         if not per_checkpoint:  # the switch regenerates per benchmark and regrades, nothing else
             plan = snakemake(tmp_path, "-n", target, configs=[smoke, mode])
             assert job_counts(plan.stdout) == {"generate": 2, "grade": 1}, plan.stdout[-3000:]
-        run = snakemake(tmp_path, "--cores", "2", target, configs=[smoke, mode])
-        assert run.returncode == 0, run.stderr[-3000:]
-        out[per_checkpoint] = (pd.read_parquet(step / "graded.parquet"), json.loads((step / "scores.json").read_text()))
+        done = snakemake(tmp_path, "--cores", "2", target, configs=[smoke, mode])
+        assert done.returncode == 0, done.stderr[-3000:]
+        out[per_checkpoint] = (pd.read_parquet(run / "graded.parquet"), json.loads((run / "scores.json").read_text()))
     assert (step / "samples.parquet").exists() and (step / "arith_easy.samples.parquet").exists()
     pd.testing.assert_frame_equal(out[True][0], out[False][0])
     assert out[True][1] == out[False][1]

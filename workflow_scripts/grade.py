@@ -1,8 +1,9 @@
-"""Rule grade: per-sample correctness of one checkpoint's generated records on each of its
-benchmarks (never regenerates), and their pass@k and length statistics."""
+"""Rule grade: per-sample correctness of one run's evaluated checkpoints on each of their
+benchmarks (never regenerates), their pass@k and length statistics (`scores.json`, one record per
+step and benchmark) and the verdicts (`graded.parquet`; the texts stay in the sample files)."""
 import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 from vicurl.data import schema
-from vicurl.evaluation.checkpoint import grade_checkpoint
+from vicurl.evaluation.checkpoint import grade_run
 from vicurl.evaluation.records import read_records
 from vicurl.io import atomic_path, write_json
 from vicurl.runs import BASE
@@ -10,17 +11,26 @@ from vicurl.workflow import setup
 
 log = setup(snakemake)
 w, p = snakemake.wildcards, snakemake.params
-if p.per_checkpoint:  # the checkpoint's one file holds every benchmark's samples
-    samples = {b: read_records(snakemake.input.samples[0], benchmark=b) for b in p.benchmarks}
-else:
-    samples = {b: read_records(path) for b, path in zip(p.benchmarks, snakemake.input.samples)}
+files = iter(snakemake.input.samples)  # step-major: a step's file, or its benchmarks' files in order
+
+
+def checkpoints():
+    """(step, benchmark -> samples), one checkpoint read at a time."""
+    for step in p.steps:
+        if p.per_checkpoint:  # the checkpoint's one file holds every benchmark's samples
+            path = next(files)
+            yield step, {b: read_records(path, benchmark=b) for b in p.benchmarks}
+        else:
+            yield step, {b: read_records(next(files)) for b in p.benchmarks}
+
+
 problems = {b: schema.read(path) for b, path in zip(p.benchmarks, snakemake.input.problems)}
 reward, curriculum = (BASE, BASE) if w.setting == BASE else w.setting.split("-", 1)
-identity = dict(study=w.study, model=w.model, reward=reward, curriculum=curriculum, seed=int(w.seed), step=int(w.step))
-graded, scores = grade_checkpoint(samples, problems, ks=p.ks, identity=identity)
+identity = dict(study=w.study, model=w.model, reward=reward, curriculum=curriculum, seed=int(w.seed))
+verdicts, scores = grade_run(checkpoints(), problems, ks=p.ks, identity=identity)
 with atomic_path(snakemake.output.graded) as tmp:
-    graded.to_parquet(tmp, index=False)
+    verdicts.to_parquet(tmp, index=False)
 write_json(snakemake.output.scores, scores)
 for s in scores:
-    log.info("%s: %d samples graded, %s", s["benchmark"], s["n_problems"] * s["n_samples"],
+    log.info("step %d, %s: %d samples graded, %s", s["step"], s["benchmark"], s["n_problems"] * s["n_samples"],
              {k: round(v, 4) for k, v in s.items() if k.startswith("pass@") or k == "no_answer_rate"})

@@ -157,6 +157,12 @@ def eval_steps(config: dict[str, Any], study: str) -> list[int]:
     return sorted(set(range(every, t + 1, every)) | extra | {t})
 
 
+def evaluated_steps(config: dict[str, Any], study: str) -> list[int]:
+    """The checkpoints of one of the study's runs that are evaluated: ``eval_steps``, or step 0
+    for the Base model (study ``base``)."""
+    return [0] if study == BASE else eval_steps(config, study)
+
+
 def eval_settings(config: dict[str, Any], study: str) -> dict[str, Any]:
     """The generation settings of a study's evaluations: `eval` with the study's `eval` merged
     over it (e.g. the long-output study's 8192 new tokens). The Base (No RL) evaluations

@@ -7,6 +7,7 @@ The pipeline is split so that each stage is a separate, restartable workflow job
 ``grade.grade_records``        samples + problems   -> extracted answer, correct, no_answer
 ``score.score``                graded samples       -> pass@k and length statistics for one run
 ``checkpoint.grade_checkpoint`` one checkpoint's benchmarks -> graded samples and a score each
+``checkpoint.grade_run``       a run's checkpoints, one at a time -> verdicts and a score per (step, benchmark)
 ``passk.pass_at_k``            the unbiased estimator of Chen et al. (2021)
 
 A grader change therefore never forces regeneration, and a scoring change never regrades.

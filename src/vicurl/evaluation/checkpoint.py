@@ -1,10 +1,15 @@
-"""Grade and score one checkpoint: every benchmark it is evaluated on, in one job.
+"""Grade and score a run's evaluated checkpoints: every benchmark of every checkpoint, in one job.
 
 ``grade_checkpoint(samples, problems, ks, identity)`` takes each benchmark's sample records and
 its problems table and returns the graded samples of all of them in one frame (``benchmark``
 column first) and one score record per benchmark (``score.score`` plus ``identity`` and the
 benchmark). The numbers are those of grading each benchmark alone: a benchmark's samples meet
 only its own problems.
+
+``grade_run(checkpoints, problems, ks, identity)`` does this for each (step, samples) of a run, one
+checkpoint in memory at a time, and returns the verdicts of all of them (``VERDICT_COLUMNS``: the
+graded samples without the response text, which stays in the checkpoints' sample files) and one
+score record per (step, benchmark).
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import pandas as pd
 
 from vicurl.evaluation.grade import grade_records
 from vicurl.evaluation.score import score
+
+VERDICT_COLUMNS = ["step", "benchmark", "problem_id", "sample_idx", "extracted", "correct", "no_answer",
+                   "n_tokens", "truncated"]
 
 
 def grade_checkpoint(samples: Mapping[str, pd.DataFrame], problems: Mapping[str, pd.DataFrame],
@@ -31,3 +39,18 @@ def grade_checkpoint(samples: Mapping[str, pd.DataFrame], problems: Mapping[str,
         graded.append(g.assign(benchmark=bench))
     out = pd.concat(graded, ignore_index=True)
     return out[["benchmark", *[c for c in out.columns if c != "benchmark"]]], records
+
+
+def grade_run(checkpoints: Iterable[tuple[int, Mapping[str, pd.DataFrame]]], problems: Mapping[str, pd.DataFrame],
+              ks: Iterable[int], identity: Mapping[str, Any]) -> tuple[pd.DataFrame, list[dict]]:
+    """``checkpoints``: (step, benchmark -> samples) pairs, e.g. a generator reading each step's file
+    when it is its turn. ``identity``: the run's keys without ``step``."""
+    ks = list(ks)
+    verdicts, records = [], []
+    for step, samples in checkpoints:
+        graded, recs = grade_checkpoint(samples, problems, ks, {**identity, "step": int(step)})
+        verdicts.append(graded.assign(step=int(step))[VERDICT_COLUMNS])
+        records += recs
+    if not verdicts:
+        raise ValueError("a run with no checkpoints to grade")
+    return pd.concat(verdicts, ignore_index=True), records
