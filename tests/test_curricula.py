@@ -79,8 +79,8 @@ def test_threshold_is_monotone_in_beta():
 def test_reverse_confidence_keeps_the_least_confident():
     c = [0.9, 0.1, 0.5, 0.7, 0.3, 0.8, 0.2, 0.6, 0.4, 0.0]
     sel = make_curriculum("reverse_confidence").select(batch(c))
-    # beta = 0.2, B = 10: k = 8, threshold on -c keeps the 3 lowest confidences, weight 1/0.2
-    assert sel.weights.tolist() == pytest.approx([0, 5, 0, 0, 0, 0, 5, 0, 0, 5])
+    # beta = 0.2, B = 10: k = 8, threshold on -c keeps the 3 lowest confidences, weight 1/beta-hat = 10/3
+    assert sel.weights.tolist() == pytest.approx([0, 10 / 3, 0, 0, 0, 0, 10 / 3, 0, 0, 10 / 3])
     assert sel.metrics["curriculum/kept"] == 3
     assert sel.metrics["curriculum/tau"] == pytest.approx(0.2)  # in confidence units: keeps c <= 0.2
 
@@ -88,8 +88,8 @@ def test_reverse_confidence_keeps_the_least_confident():
 def test_length_first_keeps_the_shortest():
     lengths = [[10, 20], [4, 4], [30, 30], [5, 7], [50, 10]]
     sel = make_curriculum("length_first", {"beta_start": 0.4}).select(batch(lengths=lengths))
-    # means 15, 4, 30, 6, 30; beta 0.4, B 5: k = 3, keeps the 3 shortest (k-th included)
-    assert sel.weights.tolist() == pytest.approx([2.5, 2.5, 0, 2.5, 0])
+    # means 15, 4, 30, 6, 30; beta 0.4, B 5: k = 3, keeps the 3 shortest (k-th included), weight 5/3
+    assert sel.weights.tolist() == pytest.approx([5 / 3, 5 / 3, 0, 5 / 3, 0])
     assert sel.metrics["curriculum/tau"] == pytest.approx(15.0)  # keeps mean length <= 15 tokens
 
 
@@ -99,7 +99,7 @@ def test_random_keeps_vicurl_count_reproducibly():
     sel = cur.select(b)
     beta = cur.beta(3, 10)
     assert sel.mask.sum() == kept_count(20, beta)
-    assert sorted(set(sel.weights.tolist())) == pytest.approx([0.0, 1 / beta])
+    assert sorted(set(sel.weights.tolist())) == pytest.approx([0.0, 20 / kept_count(20, beta)])
     assert torch.equal(sel.weights, cur.select(b).weights)  # same (seed, step), same draw
     other = cur.select(batch([0.1] * 20, step=4, total=10, seed=7))
     assert not torch.equal(sel.mask, other.mask)
@@ -118,18 +118,42 @@ def test_static_confidence_never_anneals():
 
 
 def test_soft_confidence_weights_by_hand():
+    """The paper's static Soft Confidence Weighting: w_j = c_j / mean(c), every prompt, every step."""
     cur = make_curriculum("soft_confidence")
     c = [0.2, 0.5, 0.9]
     sel = cur.select(batch(c, step=1, total=10))
-    t = torch.tensor(c)
-    z = (t - t.mean()) / t.std()
-    soft = 3 * torch.exp(z) / torch.exp(z).sum()
-    expect = 0.2 + 0.8 * soft
-    assert sel.weights.tolist() == pytest.approx(expect.tolist(), rel=1e-6)
+    assert sel.weights.tolist() == pytest.approx([0.2 / (1.6 / 3), 0.5 / (1.6 / 3), 0.9 / (1.6 / 3)], rel=1e-6)
     assert float(sel.weights.mean()) == pytest.approx(1.0)  # normalized to mean 1
-    assert sel.weights[0] < sel.weights[1] < sel.weights[2]  # more confident, more weight
-    assert cur.select(batch(c, step=10, total=10)).weights.tolist() == pytest.approx([1, 1, 1])  # beta = 1: uniform
+    assert sel.mask.tolist() == [1, 1, 1] and sel.metrics["curriculum/kept"] == 3  # no hard filter
+    for step in (5, 10):  # static: the same weights at every step, including the last
+        assert torch.equal(cur.select(batch(c, step=step, total=10)).weights, sel.weights)
     assert cur.select(batch([0.4, 0.4], step=1)).weights.tolist() == pytest.approx([1, 1])  # no spread
+    assert cur.select(batch([0.0, 0.0], step=1)).weights.tolist() == pytest.approx([1, 1])  # no confidence at all
+    with pytest.raises(ValueError, match="soft_confidence"):
+        make_curriculum("soft_confidence", {"beta_start": 0.2})  # no schedule to set
+
+
+@pytest.mark.parametrize("name", ["vicurl", "reverse_confidence", "length_first", "random", "static_confidence"])
+def test_kept_prompts_weigh_one_over_the_empirical_or_the_scheduled_retention(name):
+    """Paper: "we estimate beta_t using the empirical batch retention beta-hat_t = (1/B) sum_j w_t(x_j)".
+    With ties at the threshold beta-hat exceeds beta_t; both are logged, and the weight used."""
+    c = [0.9, 0.5, 0.5, 0.5, 0.1, 0.3, 0.5, 0.7, 0.2, 0.8]  # ties at the threshold
+    lengths = [[i % 4 + 1] * 2 for i in range(10)]
+    b = batch(c, lengths=lengths, step=4, total=10, seed=3)
+    emp = make_curriculum(name).select(b)
+    sched_cur = make_curriculum(name, {"weight_by": "scheduled"})
+    sched = sched_cur.select(b)
+    beta, kept = sched_cur.beta(4, 10), float(emp.mask.sum())
+    assert torch.equal(emp.mask, sched.mask)
+    assert emp.metrics["curriculum/beta_actual"] == pytest.approx(kept / 10)
+    assert emp.metrics["curriculum/beta_target"] == pytest.approx(beta)
+    assert emp.weights.tolist() == pytest.approx((emp.mask * 10 / kept).tolist())
+    assert float(emp.weights.sum()) == pytest.approx(10.0)  # the weights sum to B
+    assert sched.weights.tolist() == pytest.approx((emp.mask / beta).tolist())
+    assert emp.metrics["curriculum/weight"] == pytest.approx(10 / kept)
+    assert sched.metrics["curriculum/weight"] == pytest.approx(1 / beta)
+    with pytest.raises(ValueError, match="weight_by"):
+        make_curriculum(name, {"weight_by": "population"})
 
 
 # ----------------------------------------------------------------------------- (f) VCRL

@@ -45,11 +45,15 @@ def test_ties_can_exceed_beta():
     assert tau == 0.5 and mask.tolist() == [1, 1, 1, 1, 0]
 
 
-def test_vicurl_weights_are_mask_over_beta():
+def test_vicurl_weights_are_mask_over_beta_hat():
     cur = VICuRL(beta_start=0.2, beta_end=1.0)
-    sel = cur.select(batch([0.9, 0.1, 0.5, 0.7, 0.3, 0.8, 0.2, 0.6, 0.4, 0.0], step=1, total=10,
-                           rewards=[[1, 1], [0, 0], [0, 1], [1, 1], [0, 0], [1, 0], [0, 0], [1, 1], [0, 0], [0, 0]]))
-    assert sel.weights.tolist() == pytest.approx([5, 0, 0, 5, 0, 5, 0, 0, 0, 0])
+    b = batch([0.9, 0.1, 0.5, 0.7, 0.3, 0.8, 0.2, 0.6, 0.4, 0.0], step=1, total=10,
+              rewards=[[1, 1], [0, 0], [0, 1], [1, 1], [0, 0], [1, 0], [0, 0], [1, 1], [0, 0], [0, 0]])
+    sel = cur.select(b)
+    # k = floor(0.8 x 10) = 8: c_(8) = 0.7 and above kept, 3 of 10: beta-hat = 0.3, weight 1/0.3
+    assert sel.weights.tolist() == pytest.approx([10 / 3, 0, 0, 10 / 3, 0, 10 / 3, 0, 0, 0, 0])
+    scheduled = VICuRL(beta_start=0.2, beta_end=1.0, weight_by="scheduled").select(b)
+    assert scheduled.weights.tolist() == pytest.approx([5, 0, 0, 5, 0, 5, 0, 0, 0, 0])  # 1/beta_t
     m = sel.metrics
     assert m["curriculum/beta_target"] == pytest.approx(0.2)
     assert m["curriculum/beta_actual"] == pytest.approx(0.3)

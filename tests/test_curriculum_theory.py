@@ -186,3 +186,58 @@ def test_variance_decomposition_is_exact(seed, share):
     assert var == pytest.approx(rhs, rel=1e-9, abs=1e-15)
     if share == 1.0:
         assert beta == pytest.approx(1.0) and var == pytest.approx(sigma2 + v_prob, rel=1e-9)
+
+
+# ---- the same statements on what training runs: the batch-quantile mask of the VI-CuRL curriculum
+#      and its weight 1/beta-hat_t (the empirical batch retention, the paper's implementation)
+
+def training_weights(pop: Population, xs: list[int], step: int, total: int) -> torch.Tensor:
+    """The weights training gives the batch xs: VICuRL.select on the batch's own confidences."""
+    from vicurl.curriculum import Batch, make_curriculum
+
+    b = Batch(confidence=pop.conf[xs].float(), rewards=torch.zeros(len(xs), pop.g), lengths=torch.ones(len(xs), pop.g),
+              prompt_ids=[str(x) for x in xs], step=step, total_steps=total)
+    return make_curriculum("vicurl").select(b).weights.double()
+
+
+@pytest.mark.parametrize("seed, xs, step", [(0, [0, 2, 4], 1), (1, [1, 3, 4], 3), (2, [0, 1, 2], 10)])
+def test_batch_estimator_is_unbiased_for_the_batch_objective(seed, xs, step):
+    """(a) on one batch of prompts: with the batch-quantile mask and the 1/beta-hat weights that
+    training uses, E_y[g_hat] = grad L-hat_t, where L-hat_t = 1/B sum_j w_j/beta-hat E_y l(x_j, y),
+    by enumeration of every group of every prompt of the batch."""
+    pop = Population(seed)
+    w = training_weights(pop, xs, step, total=10)
+    kept = int((w > 0).sum())
+    assert float(w.sum()) == pytest.approx(len(xs)) and set(w.tolist()) <= {0.0, len(xs) / kept}
+    weight = torch.zeros(pop.n, dtype=torch.float64)
+    weight[xs] = w
+    expected = torch.zeros_like(pop.theta)
+    for ys in itertools.product(pop.groups, repeat=len(xs)):
+        prob = math.prod(pop.group_prob(x, y) for x, y in zip(xs, ys))
+        expected += prob * pop.estimator(list(zip(xs, ys)), weight)
+    theta = pop.theta.clone().requires_grad_(True)
+    objective = sum(weight[x] / len(xs) * sum(pop.group_prob(x, y) * pop.surrogate(theta, x, y) for y in pop.groups)
+                    for x in xs)
+    (grad,) = torch.autograd.grad(objective, theta)
+    assert torch.allclose(expected, grad, atol=2e-6), (expected, grad)
+
+
+def test_batch_consistency_bound_with_the_training_weights():
+    """(b) per batch: |L-hat - L-hat_t| <= 2 L_max (1 - beta-hat_t), L-hat the batch's unweighted
+    objective, for the weights training uses (they sum to B), over many batches and steps."""
+    checked = 0
+    for seed in range(4):
+        pop = Population(seed, n=8)
+        with torch.no_grad():
+            lbar = torch.tensor([sum(pop.group_prob(x, y) * float(pop.surrogate(pop.theta, x, y)) for y in pop.groups)
+                                 for x in range(pop.n)], dtype=torch.float64)
+        rng = np.random.default_rng(seed)
+        for step in range(1, 11):
+            xs = [int(x) for x in rng.choice(pop.n, size=int(rng.integers(3, 9)), replace=False)]
+            w = training_weights(pop, xs, step, total=10)
+            beta_hat = float((w > 0).double().mean())
+            full, lt = float(lbar[xs].mean()), float((w * lbar[xs]).mean())
+            l_max = float(lbar[xs].abs().max())
+            assert abs(full - lt) <= 2 * l_max * (1 - beta_hat) + 1e-12
+            checked += 1
+    assert checked == 40

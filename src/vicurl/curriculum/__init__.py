@@ -9,7 +9,7 @@ reverse_confidence  bottom-beta_t by confidence                                 
 random              a uniformly random beta_t share                              share
 length_first        the beta_t share with the shortest mean response length      share
 static_confidence   top 20 % by confidence at every step                         share
-soft_confidence     every prompt, weighted by confidence (mean weight 1)         share
+soft_confidence     every prompt, weight c(x) / batch mean of c (static)          share
 vcrl                high reward-variance prompts, memory-bank replay             vcrl
 adarft              the B prompts nearest an adaptive target difficulty          adarft
 sent                low semantic entropy first, in two stages                    sent

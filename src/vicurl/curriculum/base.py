@@ -6,8 +6,9 @@ A training step asks its curriculum three things:
    engine's data order unchanged; AdaRFT and SENT choose their own (from per-prompt
    statistics computed offline, see ``setup``).
 2. ``select(batch)``: after the rollouts, per-prompt weights. A kept prompt of a
-   beta-share curriculum weighs 1/beta_t, a dropped one 0, so the update estimates
-   grad L_t of the paper:  g_hat = 1/|M| sum_j (w_j / beta_t) grad l_j.
+   beta-share curriculum weighs 1/beta-hat_t (the batch's kept share; ``weight_by: scheduled``:
+   1/beta_t), a dropped one 0, so the update estimates grad L_t of the paper:
+   g_hat = 1/|M| sum_j (w_j / beta_t) grad l_j, with beta_t estimated by beta-hat_t.
    A selection may also ask for ``replay`` prompts (VCRL's memory bank): the engine rolls
    them out with the current policy and calls ``after_replay`` for the final weights.
 3. ``observe(batch, selection)``: the step is done (AdaRFT moves its target difficulty).
@@ -60,7 +61,7 @@ class Batch:
 
 @dataclass
 class Selection:
-    weights: torch.Tensor  # (B,) per-prompt weight in the loss (w_j / beta_t)
+    weights: torch.Tensor  # (B,) per-prompt weight in the loss (w_j / beta-hat_t)
     metrics: dict[str, float] = field(default_factory=dict)
     replay: list[str] = field(default_factory=list)  # prompt ids to roll out now and append (VCRL)
 

@@ -5,7 +5,7 @@ One training step (paper, Algorithm 1):
   1. sample B prompts, G rollouts each from pi_old (transformers ``generate``)
   2. one forward pass of pi_old gives old log-probs and per-token entropies; pi_ref gives ref log-probs
   3. rewards per group (`vicurl.rewards.group_rewards`), group-normalized advantages (verl core_algos)
-  4. the curriculum turns confidences into per-prompt weights w_j / beta_t
+  4. the curriculum turns confidences into per-prompt weights w_j / beta-hat_t
   5. PPO epochs over mini-batches of prompts, micro-batches of sequences, AdamW
 
 Every random draw is seeded from (seed, step), so a run resumed from a checkpoint ends with

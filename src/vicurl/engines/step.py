@@ -6,7 +6,7 @@ prompt 1, ...), their response masks and pi_old's per-token entropies:
 ``score``            rewards (`vicurl.rewards.group_rewards`), oracle correctness, group-normalized
                      advantages, confidences c(x), the prompts the reward keeps (EMPO)
 ``curriculum_batch`` what a curriculum sees (`vicurl.curriculum.Batch`)
-``sequence_weights`` per-sequence loss weights w_j / beta_t (zero for prompts the reward drops)
+``sequence_weights`` per-sequence loss weights w_j / beta-hat_t (zero for prompts the reward drops)
 ``rollout_metrics``  the per-step rollout metrics of ``metrics.jsonl``
 ``batch_indices``    the engines' default data order (a seeded permutation per epoch)
 
@@ -117,7 +117,7 @@ def curriculum_batch(scored: Scored, lengths: torch.Tensor, prompt_ids: list[str
 
 
 def sequence_weights(prompt_weights: torch.Tensor, keep: torch.Tensor, group_size: int) -> torch.Tensor:
-    """Per-sequence weights: the curriculum's w_j / beta_t, zero where the reward drops the prompt."""
+    """Per-sequence weights: the curriculum's w_j / beta-hat_t, zero where the reward drops the prompt."""
     return (prompt_weights * keep.to(prompt_weights.dtype)).repeat_interleave(int(group_size))
 
 

@@ -11,8 +11,10 @@ table reads the base model's evaluations with the seeds of the table's study):
 
 * Pass@k per benchmark and the Average column: ``aggregate.across_seeds`` on the row's scores,
   with the average taken per seed over exactly the table's benchmarks (a seed without every one
-  of them is left out of the average), then mean and std across seeds. A single seed has no std
-  (printed as the mean alone).
+  of them is left out of the average), then the mean across seeds. The Average's std follows
+  the table's ``style.average_std``: the mean of the row's benchmark stds (the paper's
+  convention, default) or the std of the per-seed averages. A single seed has no std (printed
+  as the mean alone).
 * Long-output rates and lengths (benchmark ``all``) [ours]: per seed, the mean over the table's
   benchmarks weighted by their number of samples (n_problems x n_samples), which is exactly the
   rate / mean length over all the row's samples; for the P90 length it is the sample-weighted
@@ -62,12 +64,12 @@ def _keys(row: dict) -> dict:
     return {k: row[k] for k in ("model", "reward", "curriculum", "variant")}
 
 
-def _passk_cells(part: pd.DataFrame, row: dict, metrics, benchmarks) -> list[dict]:
+def _passk_cells(part: pd.DataFrame, row: dict, metrics, benchmarks, average_std: str) -> list[dict]:
     """Pass@k per benchmark and the average, mean and std across seeds (no std for one seed)."""
     metrics = [m for m in metrics if m in part.columns]
     if part.empty or not metrics:
         return []
-    agg = across_seeds(part, metrics=metrics, average_over=list(benchmarks))
+    agg = across_seeds(part, metrics=metrics, average_over=list(benchmarks), average_std=average_std)
     out = []
     for r in agg.itertuples(index=False):
         std = r.std if r.n_seeds > 1 else math.nan
@@ -155,7 +157,7 @@ def table_cells(t: dict, scores: pd.DataFrame) -> pd.DataFrame:
                 if row["step"] is None:
                     continue
                 part = _row_scores(scores, row, benchmarks, row["step"])
-                out += _passk_cells(part, row, metrics, benchmarks)
+                out += _passk_cells(part, row, metrics, benchmarks, t["style"]["average_std"])
                 if typ == "long_output":
                     out += _pooled_cells(part, row, benchmarks)
     df = pd.DataFrame(out, columns=OUT_COLUMNS)

@@ -52,7 +52,10 @@ STYLE_DEFAULTS = {
     "mechanism": {"std": False, "average": False, "corner": "Setting"},
     "breakdown": {"std": False, "average": False, "corner": "Setting"},
 }
-COMMON_STYLE = {"digits": 1, "bold": True, "width": 1.0}
+COMMON_STYLE = {"digits": 1, "bold": True, "width": 1.0, "average_std": "benchmarks"}
+#: what the caption says of the Average's std (aggregate.AVERAGE_STD), where the table prints one
+AVERAGE_STD_NOTE = {"benchmarks": "The Average's std is the mean of the row's per-dataset stds.",
+                    "seeds": "The Average's std is the std across seeds of the per-seed averages."}
 #: the paper's result tables, by their LaTeX label without ``tab:`` (``paper:`` names one)
 PAPER_TABLES = (
     "main_results_part1", "main_results_part2", "general_results", "main_results_oracle_pass@8",
@@ -176,6 +179,8 @@ def _resolve_one(config, name, t, warnings) -> dict:
                            f"({seen[k]} and {(r['study'], r['step'])}); a table shows a setting once")
             seen[k] = (r["study"], r["step"])
     res["caption"] = t.get("caption") or default_caption(res)
+    if style["std"] and style["average"]:  # say which std the Average column prints
+        res["caption"] = f"{res['caption'].rstrip()} {AVERAGE_STD_NOTE[style['average_std']]}"
     if c.no_runs:
         warnings.append(f"{c.where}: {len(c.no_runs)} row(s) name a setting their study does not train, "
                         f"their cells print -- (e.g. {c.no_runs[0]})")

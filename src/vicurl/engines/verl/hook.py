@@ -11,7 +11,7 @@ results back onto verl's rows:
              into the batch's token-level scores *in place* (before verl computes advantages)
 ``select``   then the curriculum's selection (``Curriculum.select``)
 ``merge_replay``  VCRL: the replayed prompts' scored rollouts take dropped prompts' rows
-``weigh``    before the actor update: the curriculum's w_j / beta_t per row, turned into a
+``weigh``    before the actor update: the curriculum's w_j / beta-hat_t per row, turned into a
              ``LossPlan`` verl's loss computes exactly (see ``loss_plan``); the curriculum
              observes the step
 
@@ -95,7 +95,7 @@ def loss_plan(seq_w: torch.Tensor, weight_kl: bool, kl_on: bool, atol: float = 1
     - no KL term, or KL not weighted: every row stays, rollout_is_weights = w, s = 1 (exact for any w)
     - weighted KL: rows with w = 0 get an all-zero response mask (no policy nor KL term), the kept
       rows rollout_is_weights = w / s and the normalizer N / s, s their common weight; exact when the
-      kept rows share one weight (every beta-share curriculum: 1/beta_t), which is checked.
+      kept rows share one weight (every beta-share curriculum: 1/beta-hat_t), which is checked.
     """
     w = seq_w.float()
     if not kl_on or not weight_kl:
@@ -264,7 +264,7 @@ class Hook:
     # -------------------------------------------------------- before the actor update
 
     def weigh(self, batch, step: int) -> tuple[torch.Tensor, LossPlan, Selection, Batch]:
-        """Per-row weights w_j / beta_t of the curriculum (in verl's row order) and their loss plan;
+        """Per-row weights w_j / beta-hat_t of the curriculum (in verl's row order) and their loss plan;
         the curriculum observes the step (AdaRFT moves its target before the next batch is drawn)."""
         p = self._pending()
         if p.selection is None:

@@ -19,7 +19,7 @@ Five methods are overridden, each calling verl's own; ``fit()`` is not copied.
     every tensor, ``uid`` and the other per-row fields, and the returned old log-probs), so the
     reference pass, advantages and update that ``fit`` runs next see them
     (`Hook.merge_replay` explains why this equals the local engine's appended replay).
-``_update_actor``  the curriculum's weights w_j / beta_t enter verl's loss (``hook.loss_plan``):
+``_update_actor``  the curriculum's weights w_j / beta-hat_t enter verl's loss (``hook.loss_plan``):
     ``rollout_is_weights`` on the policy term, an all-zero response mask on zero-weight rows,
     and the loss normalizer ``global_batch_size`` divided by the kept rows' common weight (set on
     the TensorDict verl's ``_update_actor`` sends to the worker group). The curriculum observes
