@@ -16,7 +16,7 @@ rule generate:
         model_dir=eval_model_dir,
         eval=lambda w: runs_lib.eval_settings(config, w.study),  # `eval` with the study's `eval` over it
         prompt_order=config["prompt"]["order"],
-        chat_template=lambda w: bool(config["models"][w.model].get("chat_template", False)),
+        chat_template=lambda w: runs_lib.chat_template(config, w.model),
         device=DEVICE,
     threads: config["threads"]
     resources:

@@ -47,7 +47,7 @@ rule prompt_stats:
         model_dir=lambda w: base_model_dir(w.model),
         settings=config["prompt_stats"],
         prompt_order=config["prompt"]["order"],
-        chat_template=lambda w: bool(config["models"][w.model].get("chat_template", False)),
+        chat_template=lambda w: runs_lib.chat_template(config, w.model),
         engine=config["eval"]["engine"],
         vllm=config["eval"]["vllm"],
         device=DEVICE,

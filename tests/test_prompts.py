@@ -50,3 +50,60 @@ def test_training_shows_the_options(char_model_dir, tmp_path):
     assert tr.prompts[0].startswith("Pick the even one.\n\nA. 3\nB. 4\nC. 5\n")
     plain = pd.DataFrame({"id": ["a", "b"], "question": ["x?", "y?"], "answer": ["1", "2"]})  # no options column
     assert LocalTrainer(cfg, char_model_dir, plain, tmp_path / "v").prompts == [build_prompt("x?"), build_prompt("y?")]
+
+
+CHAT = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+class Tok:
+    """A tokenizer's chat-template interface (transformers' own is used in test_vllm_generate)."""
+
+    def __init__(self, template=None):
+        self.chat_template = template
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        import jinja2
+
+        return jinja2.Template(self.chat_template).render(messages=messages, add_generation_prompt=add_generation_prompt)
+
+
+def test_a_tokenizer_with_a_chat_template_gets_a_single_turn_conversation_by_default():
+    """The paper: prompts are "formatted as a single-turn conversation" (auto); false keeps raw text."""
+    from vicurl.prompts import build_prompts, uses_chat_template
+
+    q = "What is 2+2?"
+    chat, plain = Tok(CHAT), Tok(None)
+    assert build_prompt(q, tokenizer=chat) == f"<|user|>{q}\n{INSTRUCTION}<|end|><|assistant|>"
+    assert build_prompt(q, tokenizer=chat, chat_template=True) == build_prompt(q, tokenizer=chat)
+    assert build_prompt(q, tokenizer=chat, chat_template=False) == f"{q}\n{INSTRUCTION}\n"
+    assert build_prompt(q, tokenizer=plain) == f"{q}\n{INSTRUCTION}\n"  # auto: no template, raw text
+    with pytest.raises(ValueError, match="no chat template"):
+        build_prompt(q, tokenizer=plain, chat_template=True)
+    with pytest.raises(ValueError, match="chat_template must be one of"):
+        uses_chat_template(chat, "yes")
+    problems = mc_problems()
+    assert build_prompts(problems, tokenizer=chat) == [
+        build_prompt("Pick the even one.", tokenizer=chat, options=["3", "4", "5"]), build_prompt("What is 1 + 1?", tokenizer=chat)]
+
+
+def test_every_paper_model_uses_its_chat_template_unless_told_otherwise():
+    from pathlib import Path
+
+    import yaml
+
+    from vicurl import runs
+
+    repo = Path(__file__).resolve().parents[1]
+    paper = yaml.safe_load((repo / "config" / "paper.yaml").read_text())
+    assert {m: runs.chat_template(paper, m) for m in paper["models"]} == {m: "auto" for m in paper["models"]}
+    demo = yaml.safe_load((repo / "config" / "demo.yaml").read_text())
+    assert runs.chat_template(demo, "tiny") is False  # the built tiny model: raw text
+
+
+def test_the_run_records_the_rendered_prompt(char_model_dir):
+    from vicurl.prompts import rendered_example
+
+    ex = rendered_example(str(char_model_dir), mc_problems(), "question_first", "auto")
+    assert ex == {"text": build_prompt("Pick the even one.", options=["3", "4", "5"]), "chat_template": False,
+                  "setting": "auto"}

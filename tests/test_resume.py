@@ -73,6 +73,8 @@ def test_killed_training_resumes_from_its_checkpoint_with_identical_metrics(tmp_
     assert prov["settings"]["total_steps"] == 16 and prov["config"]["scenario"] == "smoke"
     assert prov["config"]["grading"]["version"] == 1  # schema defaults resolved
     assert prov["packages"]["torch"] and prov["git"]["commit"]
+    # one training prompt as the model saw it (the smoke model's tokenizer has no chat template: raw text)
+    assert prov["prompt"]["chat_template"] is False and prov["prompt"]["text"].endswith("\\boxed{}.\n")
 
     # 4. finished outputs are write-protected: a forced retrain stops instead of deleting them
     #    (Snakemake tests os.access(W_OK), which is always true for root: then only the mode bits are checked)

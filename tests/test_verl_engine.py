@@ -35,7 +35,8 @@ from vicurl.engines.local import LocalTrainer, TrainConfig
 from vicurl.engines.step import sequence_weights
 from vicurl.engines.verl import hook as hook_lib
 from vicurl.engines.verl import launch
-from vicurl.engines.verl.data import VERBATIM_TEMPLATE, build_prompts, to_verl_frame
+from vicurl.engines.verl.data import VERBATIM_TEMPLATE, to_verl_frame
+from vicurl.prompts import build_prompts
 from vicurl.engines.verl.hook import Hook, loss_plan
 from vicurl.engines.verl.sampler import CurriculumSampler
 from vicurl.engines.verl.trainer import OVERRIDES, VICuRLTrainer

@@ -23,7 +23,8 @@ from omegaconf import OmegaConf
 
 from vicurl.data import schema
 from vicurl.engines.verl import export, launch
-from vicurl.engines.verl.data import VERBATIM_TEMPLATE, build_prompts, drop_long_prompts, prompt_lengths
+from vicurl.engines.verl.data import VERBATIM_TEMPLATE, drop_long_prompts, prompt_lengths
+from vicurl.prompts import build_prompts
 from vicurl.engines.verl.trainer import CURRICULUM_STATE, VICuRLTrainer
 
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|start|>{{ m['role'] }}\n{{ m['content'] }}<|end|>"

@@ -6,6 +6,7 @@ import pandas as pd
 
 from vicurl.data import schema
 from vicurl.io import write_json
+from vicurl.prompts import rendered_example
 from vicurl.provenance import provenance
 from vicurl.workflow import setup
 
@@ -30,9 +31,11 @@ else:
     out = Path(snakemake.output.checkpoints)
     trainer.publish({s: out / f"step{s}" for s in cfg.export_steps}, snakemake.output.metrics)
 write_json(snakemake.output.settings, settings)
+prompt = rendered_example(snakemake.params.model_dir, schema.read(snakemake.input.train_set),
+                          settings.get("prompt_order", "question_first"), settings.get("chat_template", "auto"))
 # the resolved config, package versions and git commit of this run (written last, atomically)
 w = snakemake.wildcards
 write_json(snakemake.output.provenance, provenance(
     run=dict(study=w.study, model=w.model, setting=w.setting, seed=int(w.seed)), settings=settings,
     config=snakemake.config, repo=Path(snakemake.scriptdir or ".").parent, engine=snakemake.params.engine,
-    data=data))
+    data=data, prompt=prompt))

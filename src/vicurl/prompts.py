@@ -2,8 +2,11 @@
 
 The paper puts the question first and the instruction after it; the authors' own
 evaluation harness put the instruction first, as raw text, for base models. Both are a
-config choice (``prompt.order``); instruct models get their tokenizer's chat template
-(``models.<name>.chat_template: true``).
+config choice (``prompt.order``). The paper's appendix: "During preprocessing, this is formatted
+as a single-turn conversation" (verl's data pipeline applies the tokenizer's chat template), for
+training and evaluation alike; so every model whose tokenizer has a chat template gets the user
+turn through it (``models.<name>.chat_template: auto``, the default), ``true`` requires one and
+``false`` keeps raw text.
 
 Multiple-choice questions (schema answer type ``multiple_choice``) show their options after
 the question as lettered lines, ``A. ...``, ``B. ...``, as MMLU-Pro's and GPQA's harnesses
@@ -43,26 +46,50 @@ def user_turn(question: str, order: str = "question_first", options: Sequence[st
     raise ValueError(f"prompt.order must be one of {ORDERS}, got {order!r}")
 
 
+CHAT_TEMPLATE = ("auto", True, False)  # models.<name>.chat_template
+
+
+def uses_chat_template(tokenizer, chat_template: bool | str = "auto") -> bool:
+    """Whether prompts go through the tokenizer's chat template: ``auto`` when it has one,
+    ``True`` always (an error without one), ``False`` never."""
+    has = tokenizer is not None and bool(getattr(tokenizer, "chat_template", None))
+    if chat_template == "auto":
+        return has
+    if chat_template is True:
+        if not has:
+            raise ValueError("chat_template: true but the tokenizer has no chat template")
+        return True
+    if chat_template is False:
+        return False
+    raise ValueError(f"chat_template must be one of {CHAT_TEMPLATE}, got {chat_template!r}")
+
+
 def build_prompt(
     question: str,
     order: str = "question_first",
     tokenizer=None,
-    chat_template: bool = False,
+    chat_template: bool | str = "auto",
     options: Sequence[str] = (),
 ) -> str:
     """The text the model is conditioned on (``options``: a multiple-choice row's options).
 
     Without a chat template the user turn is followed by a newline and the model continues
-    from there (base models, the demo's tiny model).
+    from there (the demo's tiny model, ``chat_template: false``).
     """
     text = user_turn(question, order, options)
-    if chat_template:
-        if tokenizer is None or not getattr(tokenizer, "chat_template", None):
-            raise ValueError("chat_template: true but the tokenizer has no chat template")
+    if uses_chat_template(tokenizer, chat_template):
         return tokenizer.apply_chat_template(
             [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
         )
     return text + "\n"
+
+
+def build_prompts(problems, order: str = "question_first", tokenizer=None, chat_template: bool | str = "auto") -> list[str]:
+    """The prompt of every row of a problems table (normalized schema: ``question``, and ``options``
+    for multiple-choice rows): the one rendering shared by training (both engines), evaluation
+    and the prompt statistics."""
+    options = problems["options"] if "options" in problems else [()] * len(problems)
+    return [build_prompt(str(q), order, tokenizer, chat_template, options=o) for q, o in zip(problems["question"], options)]
 
 
 def prompt_token_ids(tokenizer, text: str) -> list[int]:
@@ -75,3 +102,13 @@ def prompt_token_ids(tokenizer, text: str) -> list[int]:
     tokens (vLLM's default for string prompts) would put a second or an unseen BOS in front.
     """
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def rendered_example(model_dir: str, problems, order: str = "question_first", chat_template: bool | str = "auto") -> dict:
+    """The first row's prompt as a model conditioned on it (recorded in a run's provenance), and
+    whether it went through the tokenizer's chat template."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    return {"text": build_prompts(problems.head(1), order, tokenizer, chat_template)[0],
+            "chat_template": uses_chat_template(tokenizer, chat_template), "setting": chat_template}

@@ -137,10 +137,16 @@ def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
         curriculum=run.curriculum,
         curriculum_params=dict(config["curricula"].get(run.curriculum, {})),
         prompt_order=config.get("prompt", {}).get("order", "question_first"),
-        chat_template=bool(config["models"][run.model].get("chat_template", False)),
+        chat_template=chat_template(config, run.model),
         export_steps=sorted(set(eval_steps(config, run.study)) | {s for s in probe_steps(config, run) if s > 0}),
     )
     return settings
+
+
+def chat_template(config: dict[str, Any], model: str) -> bool | str:
+    """``models.<name>.chat_template``: ``auto`` (default: the tokenizer's chat template where it has
+    one, the paper's single-turn conversation), ``true`` or ``false`` (raw text); vicurl.prompts."""
+    return config["models"][model].get("chat_template", "auto")
 
 
 def total_steps(config: dict[str, Any], study: str) -> int:

@@ -86,7 +86,7 @@ def offline_statistics(
     engine: str = "transformers",
     vllm_args: dict[str, Any] | None = None,
     prompt_order: str = "question_first",
-    chat_template: bool = False,
+    chat_template: bool | str = "auto",
     threads: int = 1,
     device: str = "auto",
 ) -> pd.DataFrame:

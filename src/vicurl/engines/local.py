@@ -44,7 +44,7 @@ from vicurl.engines import step as engine_step
 from vicurl.curriculum import Batch, make_curriculum
 from vicurl.generation import Rollouts, sample
 from vicurl.io import atomic_path, write_text
-from vicurl.prompts import build_prompt
+from vicurl.prompts import build_prompts
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class TrainConfig:
     export_steps: list[int] = field(default_factory=list)
     seed: int = 0
     prompt_order: str = "question_first"
-    chat_template: bool = False
+    chat_template: bool | str = "auto"  # models.<name>.chat_template (vicurl.prompts)
     reward: str = "oracle"
     reward_params: dict[str, Any] = field(default_factory=dict)
     curriculum: str = "none"
@@ -173,11 +173,7 @@ class LocalTrainer:
         self.row_of = {pid: i for i, pid in enumerate(self.ids)}
         if len(self.row_of) != len(self.ids):
             raise ValueError("training set ids are not unique")
-        options = self.train_df["options"] if "options" in self.train_df else [()] * len(self.train_df)
-        self.prompts = [
-            build_prompt(q, cfg.prompt_order, self.tokenizer, cfg.chat_template, options=o)
-            for q, o in zip(self.train_df["question"], options)
-        ]
+        self.prompts = build_prompts(self.train_df, cfg.prompt_order, self.tokenizer, cfg.chat_template)
         self.step = 0
         self.history: list[dict[str, Any]] = []
 

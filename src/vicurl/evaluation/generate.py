@@ -16,7 +16,7 @@ import torch
 from vicurl import devices
 from vicurl.generation import sample
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS, empty, read_records, write_records  # noqa: F401 (re-exported)
-from vicurl.prompts import build_prompt
+from vicurl.prompts import build_prompts
 
 
 def load_model(model_dir: str | Path, device: str | torch.device = "auto"):
@@ -48,15 +48,6 @@ def check_problems(problems: pd.DataFrame, n: int) -> None:
         raise ValueError(f"duplicate problem id(s) {dup}")
 
 
-def build_prompts(problems: pd.DataFrame, tokenizer, prompt_order: str, chat_template: bool) -> list[str]:
-    """The prompt of every problem, as training builds them (options of multiple-choice rows included)."""
-    options = problems["options"] if "options" in problems else [()] * len(problems)
-    return [
-        build_prompt(q, order=prompt_order, tokenizer=tokenizer, chat_template=chat_template, options=o)
-        for q, o in zip(problems["question"].astype(str), options)
-    ]
-
-
 def generate_records(model_dir: str, problems: pd.DataFrame, **kw) -> pd.DataFrame:
     """Draw ``n`` samples for every problem (columns ``id``, ``question``, optional ``options``) and
     return the records; keywords as ``generate_sets``."""
@@ -74,7 +65,7 @@ def generate_sets(
     seed: int,
     batch_size: int,
     prompt_order: str = "question_first",
-    chat_template: bool = False,
+    chat_template: bool | str = "auto",
     threads: int = 1,
     device: str | torch.device = "auto",
 ) -> dict[str, pd.DataFrame]:
@@ -101,11 +92,11 @@ def generate_sets(
 
 def sample_records(model, tokenizer, problems: pd.DataFrame, *, n: int, temperature: float, top_p: float,
                    max_new_tokens: int, seed: int, batch_size: int, prompt_order: str,
-                   chat_template: bool) -> pd.DataFrame:
+                   chat_template: bool | str) -> pd.DataFrame:
     """``n`` samples per problem from a loaded model, as records."""
     if len(problems) == 0:
         return empty()
-    prompts = build_prompts(problems, tokenizer, prompt_order, chat_template)
+    prompts = build_prompts(problems, prompt_order, tokenizer, chat_template)
     ro = sample(
         model,
         tokenizer,

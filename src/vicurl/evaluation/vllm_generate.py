@@ -24,7 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from vicurl.evaluation.generate import build_prompts, check_problems
+from vicurl.evaluation.generate import check_problems
+from vicurl.prompts import build_prompts
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS
 from vicurl.prompts import prompt_token_ids
 
@@ -44,7 +45,7 @@ def generate_sets_vllm(
     max_new_tokens: int,
     seed: int,
     prompt_order: str = "question_first",
-    chat_template: bool = False,
+    chat_template: bool | str = "auto",
     engine_args: dict[str, Any] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The records of several problem sets (benchmarks), by name, from one engine and one
@@ -59,7 +60,7 @@ def generate_sets_vllm(
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     prompts, params = [], []
     for problems in problem_sets.values():
-        prompts += [tokens_prompt(tokenizer, text) for text in build_prompts(problems, tokenizer, prompt_order, chat_template)]
+        prompts += [tokens_prompt(tokenizer, text) for text in build_prompts(problems, prompt_order, tokenizer, chat_template)]
         params += [SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=int(seed) + i)
                    for i in range(len(problems))]
     llm = LLM(model=str(model_dir), seed=int(seed), **(engine_args or {}))

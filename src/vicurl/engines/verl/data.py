@@ -38,12 +38,6 @@ def to_verl_frame(df: pd.DataFrame, prompts: Sequence[str], data_source: str = "
     return pd.DataFrame(rows)
 
 
-def build_prompts(df: pd.DataFrame, order: str, tokenizer=None, chat_template: bool = False) -> list[str]:
-    """The local engine's prompt of every row (`LocalTrainer.prompts`)."""
-    from vicurl.prompts import build_prompt
-
-    options = df["options"] if "options" in df else [()] * len(df)
-    return [build_prompt(q, order, tokenizer, chat_template, options=o) for q, o in zip(df["question"], options)]
 
 
 LONG_PROMPTS = ("drop", "fail")  # train.long_prompts

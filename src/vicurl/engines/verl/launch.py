@@ -208,13 +208,14 @@ def prepare(settings: dict[str, Any], model_path: str, train_set: str, work: Pat
     from transformers import AutoTokenizer
 
     from vicurl.data import schema
-    from vicurl.engines.verl.data import build_prompts, drop_long_prompts, to_verl_frame
+    from vicurl.engines.verl.data import drop_long_prompts, to_verl_frame
+    from vicurl.prompts import build_prompts
     from vicurl.io import atomic_path, write_json
 
     write_json(work / "settings.json", settings)
     df = schema.read(train_set)
     tok = AutoTokenizer.from_pretrained(model_path)
-    prompts = build_prompts(df, settings.get("prompt_order", "question_first"), tok, bool(settings.get("chat_template")))
+    prompts = build_prompts(df, settings.get("prompt_order", "question_first"), tok, settings.get("chat_template", "auto"))
     df, prompts, report = drop_long_prompts(df, prompts, tok, int(settings.get("max_prompt_length", 512)),
                                             settings.get("long_prompts", "drop"), source=str(train_set))
     if report["dropped"]:
