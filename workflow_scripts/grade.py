@@ -11,17 +11,17 @@ from vicurl.workflow import setup
 
 log = setup(snakemake)
 w, p = snakemake.wildcards, snakemake.params
-files = iter(snakemake.input.samples)  # step-major: a step's file, or its benchmarks' files in order
+per_step = 1 if p.per_checkpoint else len(p.benchmarks)  # input.samples is step-major (rules/common.smk)
 
 
 def checkpoints():
     """(step, benchmark -> samples), one checkpoint read at a time."""
-    for step in p.steps:
+    for i, step in enumerate(p.steps):
+        paths = snakemake.input.samples[i * per_step:(i + 1) * per_step]
         if p.per_checkpoint:  # the checkpoint's one file holds every benchmark's samples
-            path = next(files)
-            yield step, {b: read_records(path, benchmark=b) for b in p.benchmarks}
+            yield step, {b: read_records(paths[0], benchmark=b) for b in p.benchmarks}
         else:
-            yield step, {b: read_records(next(files)) for b in p.benchmarks}
+            yield step, {b: read_records(path) for b, path in zip(p.benchmarks, paths, strict=True)}
 
 
 problems = {b: schema.read(path) for b, path in zip(p.benchmarks, snakemake.input.problems)}

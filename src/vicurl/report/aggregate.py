@@ -36,7 +36,7 @@ ID_KEYS = ("study", "model", "reward", "curriculum", "seed", "step", "benchmark"
 GROUP_KEYS = ("study", "model", "reward", "curriculum", "step", "benchmark")
 AVERAGE = "average"
 SUMMARY_COLUMNS = [*GROUP_KEYS, "metric", "mean", "std", "min", "max", "n_seeds"]
-AVERAGE_STD = ("benchmarks", "seeds")  # the Average's std: mean of the benchmarks' stds, or std of the per-seed averages
+AVERAGE_STD = ("benchmarks", "seeds")  # the Average's std: mean of the benchmarks' stds (default), or std of the per-seed averages
 
 
 def collect(records: Iterable[Mapping]) -> pd.DataFrame:
@@ -107,7 +107,7 @@ def across_seeds(
     *,
     average: bool = True,
     average_over: Sequence[str] | None = None,
-    average_std: str = "benchmarks",
+    average_std: str = AVERAGE_STD[0],
 ) -> pd.DataFrame:
     """Mean, std (ddof=1; 0.0 for one seed), min, max and n_seeds across seeds.
 

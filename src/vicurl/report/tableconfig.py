@@ -35,6 +35,7 @@ from typing import Any
 
 from vicurl import runs as runs_lib
 from vicurl.report import labels as L
+from vicurl.report.aggregate import AVERAGE_STD
 
 TYPES = ("main", "ablation", "long_output", "mechanism", "breakdown")
 COMMON_KEYS = {"type", "study", "benchmarks", "headers", "caption", "label", "paper", "style"}
@@ -52,7 +53,7 @@ STYLE_DEFAULTS = {
     "mechanism": {"std": False, "average": False, "corner": "Setting"},
     "breakdown": {"std": False, "average": False, "corner": "Setting"},
 }
-COMMON_STYLE = {"digits": 1, "bold": True, "width": 1.0, "average_std": "benchmarks"}
+COMMON_STYLE = {"digits": 1, "bold": True, "width": 1.0, "average_std": AVERAGE_STD[0]}
 #: what the caption says of the Average's std (aggregate.AVERAGE_STD), where the table prints one
 AVERAGE_STD_NOTE = {"benchmarks": "The Average's std is the mean of the row's per-dataset stds.",
                     "seeds": "The Average's std is the std across seeds of the per-seed averages."}

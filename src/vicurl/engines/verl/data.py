@@ -38,8 +38,6 @@ def to_verl_frame(df: pd.DataFrame, prompts: Sequence[str], data_source: str = "
     return pd.DataFrame(rows)
 
 
-
-
 LONG_PROMPTS = ("drop", "fail")  # train.long_prompts
 
 
