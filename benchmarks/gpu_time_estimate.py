@@ -282,18 +282,26 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
         train_flops = s["batch_size"] * s["group_size"] * ctx * 5 * a.fwd_flops(ctx / 2)
         step_s = (vllm_seconds(gen_tokens, s["max_response_length"], a, A, gpus)
                   + train_flops / (gpus * A.bf16_peak * A.mfu_train) + A.verl_step_overhead_s)
-        steps = s["total_steps"]
+        steps = s["total_steps"] - runs_lib.start_step(cfg, run)  # a continued run trains its own steps only
         jobs.append(Job("train", run.model, steps * (gen_tokens + s["batch_size"] * s["group_size"] * ctx), gpus,
                         A.verl_start_s + steps * step_s,
                         steps * cpu_s(gen_tokens * a.fwd_flops(ctx / 2), train_flops),
-                        profile_runtime(profile, "train", model=run.model, study=run.study)))
+                        runs_lib.train_runtime(cfg, run)))
 
-    checkpoints: dict[tuple, list[str]] = {}  # (study, model, setting, seed, step) -> its benchmarks
-    for *ckpt, bench in runs_lib.evaluations(cfg):
-        checkpoints.setdefault(tuple(ckpt), []).append(bench)
+    generated: dict[tuple, list[str]] = {}  # checkpoints generated: (study, model, setting, seed, step) -> benchmarks
+    graded: dict[tuple, int] = {}  # grading: one CPU job per run (study, model, setting, seed), all its checkpoints
+    for study, model, setting, seed, step, bench in runs_lib.evaluations(cfg):
+        owner = (study, model, setting, seed)
+        if setting != runs_lib.BASE:  # a continued run's early checkpoints are its source run's
+            o = runs_lib.checkpoint_owner(cfg, runs_lib.Run.of(study, model, setting, seed), step)
+            owner = (o.study, o.model, o.setting, o.seed)
+        if bench not in generated.setdefault((*owner, step), []):
+            generated[(*owner, step)].append(bench)
+        n = sizes[bench] * runs_lib.eval_settings(cfg, study)["n_samples"]
+        graded[(study, model, setting, seed)] = graded.get((study, model, setting, seed), 0) + n
     per_checkpoint = cfg.get("eval", {}).get("per_checkpoint", True)
     gen_rule = "generate_checkpoint" if per_checkpoint else "generate"
-    for (study, model, setting, seed, step), benches in checkpoints.items():
+    for (study, model, setting, seed, step), benches in generated.items():
         ev, a = runs_lib.eval_settings(cfg, study), models[model]
         # generation: one GPU, the model loaded once per job (per checkpoint, or per benchmark)
         for group in [benches] if per_checkpoint else [[b] for b in benches]:
@@ -301,10 +309,6 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
             jobs.append(Job(gen_rule, model, tokens, 1, A.vllm_start_s + vllm_seconds(tokens, ev["max_new_tokens"], a, A),
                             cpu_s(tokens * a.fwd_flops(A.prompt_tokens + ev["max_new_tokens"] * frac / 2), 0),
                             profile_runtime(profile, gen_rule, model=model)))
-    graded: dict[tuple, int] = {}  # grading: one CPU job per run (study, model, setting, seed), all its checkpoints
-    for (study, model, setting, seed, step), benches in checkpoints.items():
-        n = sum(sizes[b] for b in benches) * runs_lib.eval_settings(cfg, study)["n_samples"]
-        graded[(study, model, setting, seed)] = graded.get((study, model, setting, seed), 0) + n
     for (study, model, *_), samples in graded.items():
         jobs.append(Job("grade", model, samples, 0, 0.0, samples / cpu.grade_rate, profile_runtime(profile, "grade", model=model)))
 

@@ -66,16 +66,27 @@ def train_resources():
     v = config["verl"]
 
     def runtime(wildcards, attempt):
-        scale = 1.0
-        for name in (wildcards.model, wildcards.study):
-            scale *= v["runtime_scale"].get(name, 1)
-        return int(v["runtime"] * attempt * scale)
+        return runs_lib.train_runtime(config, run_of(wildcards), attempt)
 
     return {"gpu": v["n_gpus_per_node"], "cpus_per_gpu": v["cpus_per_gpu"], "mem_mb": v["mem_mb"], "runtime": runtime}
 
 
 def run_dir(w):
     return f"{R}/runs/{w.study}/{w.model}/{w.setting}/seed{w.seed}"
+
+
+def source_run_input(w):
+    """A continued run's source run, trained: its metrics (vicurl.runs.source_run)."""
+    src = runs_lib.source_run(config, run_of(w))
+    return [] if src is None else [f"{R}/runs/{src.path}/metrics.jsonl"]
+
+
+def start_from(w):
+    """Where a continued run starts: its source run, that run's work folder and last step (else None)."""
+    src = runs_lib.source_run(config, run_of(w))
+    if src is None:
+        return None
+    return {"run": src.path, "work_dir": f"{R}/runs/{src.path}/_work", "step": runs_lib.total_steps(config, src.study)}
 
 
 def all_runs():
@@ -99,10 +110,15 @@ def checkpoint_benchmarks(w):
 
 def eval_samples(w):
     """The samples a run's grading job reads, step-major: each evaluated checkpoint's file
-    (`eval.per_checkpoint`), or its files per benchmark."""
+    (`eval.per_checkpoint`), or its files per benchmark. A continued run's checkpoints up to its
+    source's last step are the source run's: their samples are read from there, never regenerated."""
     names = ["samples"] if config["eval"]["per_checkpoint"] else [f"{b}.samples" for b in checkpoint_benchmarks(w)]
-    return [f"{eval_dir(w.study, w.model, w.setting, w.seed, step)}/{name}.parquet"
-            for step in runs_lib.evaluated_steps(config, w.study) for name in names]
+    paths = []
+    for step in runs_lib.evaluated_steps(config, w.study):
+        owner = w if w.setting == runs_lib.BASE else runs_lib.checkpoint_owner(config, run_of(w), step)
+        folder = eval_dir(owner.study, w.model, owner.setting, owner.seed, step)
+        paths += [f"{folder}/{name}.parquet" for name in names]
+    return paths
 
 
 def score_files(evaluations):
@@ -122,8 +138,7 @@ def maybe_protected(path):
 
 
 def run_of(w):
-    reward, curriculum = w.setting.split("-", 1)
-    return runs_lib.Run(w.study, w.model, reward, curriculum, int(w.seed))
+    return runs_lib.Run.of(w.study, w.model, w.setting, w.seed)
 
 
 def prompt_stats_input(w):

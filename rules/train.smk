@@ -4,6 +4,8 @@
 # write-protected with `protect_outputs: true`), with the run's provenance (provenance.json).
 # engine: verl trains on GPUs in the `verl` conda env (resources from the config's `verl`
 # section, common.smk's train_resources); engine: local keeps the CPU env and no resources.
+# A run of a study that `continues` another (the mechanism study) waits for its source run and
+# starts from the source's final state in the source's `_work/` (vicurl.runs, "continues").
 
 
 rule train:
@@ -11,6 +13,7 @@ rule train:
         model=lambda w: base_model_input(w.model),
         train_set=lambda w: dataset_path(config["studies"][w.study]["train_set"]),
         prompt_stats=prompt_stats_input,
+        source=source_run_input,
     output:
         checkpoints=maybe_protected(directory(f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/checkpoints")),
         metrics=maybe_protected(f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/metrics.jsonl"),
@@ -20,6 +23,7 @@ rule train:
         model_dir=lambda w: base_model_dir(w.model),
         work_dir=lambda w: f"{run_dir(w)}/_work",
         settings=lambda w: runs_lib.train_settings(config, run_of(w)),
+        start_from=start_from,
         engine=config["engine"],
     threads: config["threads"]
     resources:

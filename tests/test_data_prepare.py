@@ -139,11 +139,16 @@ def test_webinstruct_mathematics_filter_and_unsupported_types():
     assert {rows.loc[i, "answer_type"] for i in ("wi-008", "wi-009", "wi-013")} == {"math"}
     assert meta(rows.loc["wi-002"]) == {"category": "Chemistry", "difficulty": "University", "source_answer_type": "Integer"}
 
+    # the validation set keeps every category (the paper filters its training prompts only)
+    df, m = run("wi", {"source": "webinstruct_val", "local_path": path})
+    assert m["dropped"] == {"unsupported_answer_type:Other": 1, "unsupported_answer_type:String": 1}
+    assert m["rows_out"] == 12 and "Mathematics" in {meta(r)["category"] for _, r in df.iterrows()}
     # kept by config: answer type `text`, still reported; the category filter can be changed
-    df, m = run("wi", {"source": "webinstruct_val", "local_path": path, "unsupported_answer_types": "keep",
-                       "exclude_categories": []})
+    df, m = run("wi", {"source": "webinstruct_val", "local_path": path, "unsupported_answer_types": "keep"})
     assert (m["rows_out"], m["dropped"]) == (14, {})
     assert m["answer_types"]["text"] == 2 and m["source_answer_types"]["String"] == 1
+    _, m = run("wi", {"source": "webinstruct_val", "local_path": path, "exclude_categories": ["Mathematics"]})
+    assert m["dropped"]["category:Mathematics"] == 4
 
 
 def test_mmlu_pro_options_and_subset():

@@ -46,6 +46,44 @@ def test_resume_gives_the_same_numbers(char_model_dir, tmp_path):
     assert all(torch.equal(wf[k], wr[k]) for k in wf)
 
 
+def test_a_continued_run_is_the_source_run_trained_on(char_model_dir, tmp_path):
+    """A run continuing another from its final state (the mechanism study: main's runs continued)
+    ends with exactly the numbers of one run trained straight through with the schedule spanning
+    the source's steps: the data order, the optimizer and the curriculum carry over; beta_t reaches
+    1 at the source's last step and stays there."""
+    straight = LocalTrainer(config(total_steps=8, curriculum_steps=4, export_steps=[8]), char_model_dir, problems(),
+                            tmp_path / "straight")
+    hist_straight = straight.run()
+
+    source = LocalTrainer(config(total_steps=4, export_steps=[4]), char_model_dir, problems(), tmp_path / "source")
+    source.run()
+    continued = LocalTrainer(config(total_steps=8, curriculum_steps=4, export_steps=[6, 8]), char_model_dir,
+                             problems(), tmp_path / "continued")
+    continued.fork(tmp_path / "source", 4)
+    hist_continued = continued.run()
+
+    strip = lambda h: [{k: v for k, v in m.items() if not k.startswith("time/")} for m in h]
+    assert json.dumps(strip(hist_continued)) == json.dumps(strip(hist_straight))
+    ws, wc = weights(straight.policy), weights(continued.policy)
+    assert all(torch.equal(ws[k], wc[k]) for k in ws)
+    betas = [m["curriculum/beta_target"] for m in hist_continued]
+    assert betas[3:] == [1.0] * 5 and betas[0] == 0.5 and betas[2] < 1.0  # 0.5 -> 1 over steps 1..4
+    # only this run's steps were trained here: steps 1-4 came from the source's final state
+    assert sorted(p.name for p in (tmp_path / "continued" / "exports").iterdir()) == ["step6", "step8"]
+    assert (tmp_path / "source" / "ckpt_step000004.pt").exists()  # the source's state is left as it was
+
+
+def test_a_continuation_refuses_a_source_with_other_settings_or_no_state(char_model_dir, tmp_path):
+    LocalTrainer(config(total_steps=4, export_steps=[4]), char_model_dir, problems(), tmp_path / "source").run()
+    other = LocalTrainer(config(total_steps=8, export_steps=[8]), char_model_dir, problems(), tmp_path / "other")
+    other.fork(tmp_path / "source", 4)  # the schedule would span 8 steps, the source's spanned 4
+    with pytest.raises(RuntimeError, match="other training settings"):
+        other.run()
+    lost = LocalTrainer(config(total_steps=8, curriculum_steps=4), char_model_dir, problems(), tmp_path / "lost")
+    with pytest.raises(RuntimeError, match="no training state of step 3"):
+        lost.fork(tmp_path / "source", 3)
+
+
 def test_training_changes_the_policy_and_exports(char_model_dir, tmp_path):
     tr = LocalTrainer(config(curriculum="none", curriculum_params={}), char_model_dir, problems(), tmp_path / "w")
     before = weights(tr.policy)

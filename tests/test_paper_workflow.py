@@ -49,19 +49,35 @@ def n_runs(st):
     return len(st["models"]) * len(settings(st)) * len(st["seeds"])
 
 
+def generated_steps(cfg, s):
+    """Per run of study s, the number of checkpoints it generates: its evaluated steps, those up to
+    the source's last step excepted for a run continuing one of the source study's (they are the
+    source run's, generated once)."""
+    st = cfg["studies"][s]
+    out = []
+    for m in st["models"]:
+        for r, c in settings(st):
+            for seed in st["seeds"]:
+                steps = eval_steps(cfg, s)
+                src = cfg["studies"].get(st.get("continues"))
+                if src and m in src["models"] and c in src["settings"].get(r, []) and seed in src["seeds"]:
+                    steps = {x for x in steps if x > _train(cfg, st["continues"])["total_steps"]}
+                out.append(len(steps))
+    return out
+
+
 def expected_jobs(cfg, per_checkpoint=True) -> dict[str, int]:
     """Jobs per rule: one generation job per checkpoint (`eval.per_checkpoint`, the default) or per
     (checkpoint, benchmark); one grading job per checkpoint either way."""
     S = cfg["studies"]
     base = {(m, seed, b) for st in S.values() for m in st["models"] for seed in st["seeds"] for b in st["benchmarks"]}
-    evals = sum(n_runs(st) * len(eval_steps(cfg, s)) * len(st["benchmarks"]) for s, st in S.items()) + len(base)
+    evals = sum(sum(generated_steps(cfg, s)) * len(st["benchmarks"]) for s, st in S.items()) + len(base)
     p = cfg["probes"]
     probed = [(s, m, r, c, seed) for s, st in S.items() if s in p["studies"] for m in st["models"] if m in p["models"]
               for r, c in settings(st) if r in p["rewards"] and c in p["curricula"] for seed in st["seeds"] if seed in p["seeds"]]
     curve = [s for s, st in S.items() if {"none", "vicurl"} & {c for _, c in settings(st)}]
     # per run, its evaluated steps; plus the Base model once per (model, seed)
-    checkpoints = (sum(n_runs(st) * len(eval_steps(cfg, s)) for s, st in S.items())
-                   + len({(m, seed) for m, seed, _ in base}))
+    checkpoints = sum(sum(generated_steps(cfg, s)) for s in S) + len({(m, seed) for m, seed, _ in base})
     generation = {"generate_checkpoint": checkpoints} if per_checkpoint else {"generate": evals}
     return {
         **generation,
@@ -84,9 +100,9 @@ def expected_jobs(cfg, per_checkpoint=True) -> dict[str, int]:
 
 def test_the_paper_formulas_give_the_readme_numbers():
     e = expected_jobs(PAPER)  # README, "Paper studies"
-    assert e["train"] == 295 and e["generate_checkpoint"] == 2075 and e["grade"] == 315 and e["probe"] == 26
-    assert sum(e.values()) == 2790
-    assert expected_jobs(PAPER, per_checkpoint=False)["generate"] == 11770
+    assert e["train"] == 295 and e["generate_checkpoint"] == 2005 and e["grade"] == 315 and e["probe"] == 26
+    assert sum(e.values()) == 2720
+    assert expected_jobs(PAPER, per_checkpoint=False)["generate"] == 11350
 
 
 # ---------------------------------------------------------------- the profile
@@ -112,32 +128,35 @@ def test_profile_shape():
     assert "slurm_partition" not in r["grade"] and "gpu" not in r["grade"]  # a CPU job: the default partition
 
 
-def planned_resources(text: str, rule: str) -> list[dict[str, str]]:
-    """The ``resources:`` line of every planned job of ``rule`` in a dry run's output."""
+def planned_resources(text: str, rule: str, study: str | None = None) -> list[dict[str, str]]:
+    """The ``resources:`` line of every planned job of ``rule`` (of ``study``) in a dry run's output."""
     out = []
     for m in re.finditer(r"^(?:local)?rule (\w+):\n((?:    .*\n)+)", text, re.M):
         res = re.search(r"^    resources: (.*)$", m.group(2), re.M)
-        if m.group(1) == rule and res:
+        if m.group(1) == rule and res and (study is None or f"study={study}," in m.group(2)):
             out.append(dict(kv.split("=", 1) for kv in res.group(1).split(", ")))
     return out
 
 
-@pytest.mark.parametrize("study, model, runtime", [("main", "qwen_math_1.5b", 1440), ("main", "qwen_math_7b", 2880),
-                                                   ("mechanism", "qwen_math_1.5b", 2880)])
-def test_train_jobs_get_the_configs_resources_through_the_profile_without_conda(tmp_path, study, model, runtime):
+@pytest.mark.parametrize("study, model, setting, runtime", [
+    ("main", "qwen_math_1.5b", "entropy-vicurl", 1440), ("main", "qwen_math_7b", "entropy-vicurl", 2880),
+    ("mechanism", "qwen_math_1.5b", "entropy-vicurl", 1440),  # main's run continued: 313 steps of its own
+    ("mechanism", "qwen_math_1.5b", "entropy-soft_confidence", 2880)])  # 626 steps
+def test_train_jobs_get_the_configs_resources_through_the_profile_without_conda(tmp_path, study, model, setting, runtime):
     """`snakemake --profile slurm-a100 -n <a run>` where no conda is installed: the train job's GPUs,
-    CPUs, memory and runtime are the config's `verl` section, the partition the profile's."""
+    CPUs, memory and runtime are the config's `verl` section (the runtime per 313 steps trained), the
+    partition the profile's."""
     pytest.importorskip("snakemake_executor_plugin_slurm")
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
-    target = f"results/paper/runs/{study}/{model}/entropy-vicurl/seed0/metrics.jsonl"
+    target = f"results/paper/runs/{study}/{model}/{setting}/seed0/metrics.jsonl"
     env = {**os.environ, "PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
                                                  if not (Path(p) / "conda").exists())}
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
            "--profile", "slurm-a100", "-n", target]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
-    (res,) = planned_resources(out.stdout, "train")
+    (res,) = planned_resources(out.stdout, "train", study)  # (a continued run's plan has its source run's job too)
     v = PAPER["verl"]
     assert res["gpu"] == str(v["n_gpus_per_node"]) and res["cpus_per_gpu"] == str(v["cpus_per_gpu"])
     assert res["mem_mb"] == str(v["mem_mb"]) and res["runtime"] == str(runtime)
@@ -177,8 +196,12 @@ def test_per_benchmark_generation_plans_one_job_per_benchmark(tmp_path):
 # ---------------------------------------------------------------- study targets
 
 def borrowed_rows(cfg, study):
-    """(study, model, setting) rows of this study's tables that another study trains."""
-    out = set()
+    """(study, model, setting) rows of this study's tables that another study trains, and the
+    source runs of a continuing study (the mechanism study: main's runs it continues)."""
+    st = cfg["studies"][study]
+    src = cfg["studies"].get(st.get("continues"))
+    out = {(st["continues"], m, f"{r}-{c}") for m in st["models"] for r, c in settings(st)
+           if src and m in src["models"] and c in src["settings"].get(r, [])}
     for t in cfg["tables"].values():
         if t.get("study") != study:
             continue
@@ -213,7 +236,7 @@ def test_each_study_target_plans_only_its_own_jobs(tmp_path, study):
     own = {(study, m, f"{r}-{c}") for m in st["models"] for r, c in settings(st)}
     assert trained == own | borrowed
     counts = job_counts(out.stdout)
-    own_checkpoints = n_runs(st) * len(eval_steps(PAPER, study))
+    own_checkpoints = sum(generated_steps({**PAPER, "studies": {**PAPER["studies"], study: st}}, study))
     assert sum(1 for r, w in jobs if r == "generate_checkpoint" and w["study"] == study) == own_checkpoints
     assert sum(1 for r, w in jobs if r == "grade" and w["study"] == study) == n_runs(st)
     assert counts["train"] == n_runs(st) + len(borrowed)

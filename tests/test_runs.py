@@ -84,3 +84,58 @@ def test_table_evaluations_read_only_the_rows_steps_and_seeds():
 def test_probe_config_errors_are_named(probes, named):
     with pytest.raises(ValueError, match=named):
         R.check(config(**probes))
+
+
+def continued_config():
+    """Study `long` continues study `s` (25 steps) to step 50, as the mechanism study continues main."""
+    cfg = config()
+    cfg["curricula"]["soft_confidence"] = {"weight_kl": False}
+    cfg["studies"]["long"] = {"continues": "s", "train_set": "t", "benchmarks": ["e"], "models": ["m"],
+                              "settings": {"oracle": ["none", "soft_confidence"]}, "seeds": [0],
+                              "train": {"total_steps": 50}, "eval_steps": [25]}
+    return cfg
+
+
+def test_a_continued_run_starts_from_its_source_run_and_owns_only_its_own_steps():
+    cfg = continued_config()
+    R.check(cfg)
+    none, soft = R.Run("long", "m", "oracle", "none", 0), R.Run("long", "m", "oracle", "soft_confidence", 0)
+    assert R.source_run(cfg, none) == R.Run("s", "m", "oracle", "none", 0) and R.start_step(cfg, none) == 25
+    assert R.source_run(cfg, soft) is None and R.start_step(cfg, soft) == 0  # `s` has no soft run: 50 steps here
+    assert R.eval_steps(cfg, "long") == [10, 20, 25, 30, 40, 50]
+    assert [R.checkpoint_owner(cfg, none, s).study for s in R.eval_steps(cfg, "long")] == ["s"] * 3 + ["long"] * 3
+    assert {R.checkpoint_owner(cfg, soft, s).study for s in R.eval_steps(cfg, "long")} == {"long"}
+    s_none = R.train_settings(cfg, none)
+    assert s_none["export_steps"] == [30, 40, 50] and s_none["curriculum_steps"] == 25 and s_none["total_steps"] == 50
+    s_soft = R.train_settings(cfg, soft)
+    assert s_soft["export_steps"] == [10, 20, 25, 30, 40, 50] and s_soft["curriculum_steps"] == 25
+    assert s_soft["weight_kl"] is False and "weight_kl" not in s_soft["curriculum_params"]
+    assert "curriculum_steps" not in R.train_settings(cfg, R.source_run(cfg, none))
+    cfg["verl"] = {"runtime": 600, "runtime_scale": {"m": 2}}  # 600 min per 25 steps, x2 for the model
+    assert R.train_runtime(cfg, none) == 1200 and R.train_runtime(cfg, soft) == 2400
+    assert R.train_runtime(cfg, R.source_run(cfg, none), attempt=2) == 2400
+
+
+@pytest.mark.parametrize("change,named", [
+    (lambda c: c["studies"]["long"].update(continues="nope"), "studies.long.continues"),
+    (lambda c: c["studies"]["long"].update(train={"total_steps": 20}, eval_steps=[]), "studies.long.train.total_steps"),
+    (lambda c: c["studies"]["long"]["train"].update(lr=1.0), "studies.long.train.lr"),
+    (lambda c: c["studies"]["long"].update(benchmarks=["t"]), "studies.long.benchmarks"),
+    (lambda c: c["studies"]["long"].update(eval={"n_samples": 4}), "studies.long.eval"),
+    (lambda c: c["studies"]["long"].update(eval_steps=[15]), "studies.long.eval_steps"),
+    (lambda c: c.update(probes={"studies": ["long"]}), "probes.studies"),
+])
+def test_a_continuation_that_would_not_extend_its_source_runs_is_named(change, named):
+    cfg = continued_config()
+    change(cfg)
+    with pytest.raises(ValueError, match=named.replace(".", r"\.")):
+        R.check(cfg)
+
+
+def test_mini_batches_must_divide_the_batch():
+    cfg = config()
+    cfg["train"].update(batch_size=8, mini_batch_size=3)
+    with pytest.raises(ValueError, match="train.mini_batch_size=3 does not divide train.batch_size=8"):
+        R.check(cfg)
+    cfg["train"]["mini_batch_size"] = 4
+    R.check(cfg)

@@ -170,12 +170,13 @@ class MockActorGroup:
         return out
 
 
-def make_trainer(settings, tr, old_lp_rows, ent_rows, tmp_path, ppo_mini=B):
+def make_trainer(settings, tr, old_lp_rows, ent_rows, tmp_path, ppo_mini=B, ppo_epochs=1):
     t = object.__new__(VICuRLTrainer)
     t.config = OmegaConf.create({
         "actor_rollout_ref": {
             "actor": {"calculate_sum_pi_squared": False, "calculate_entropy": False, "entropy_coeff": 0.0,
-                      "ppo_mini_batch_size": ppo_mini, "ppo_epochs": 1, "data_loader_seed": 42, "shuffle": False},
+                      "ppo_mini_batch_size": ppo_mini, "ppo_epochs": ppo_epochs, "data_loader_seed": 42,
+                      "shuffle": False},
             "rollout": {"n": G, "temperature": 1.0, "multi_turn": {"enable": False}},
         },
         "trainer": {"default_local_dir": str(tmp_path / "ckpt")},
@@ -191,7 +192,9 @@ def make_trainer(settings, tr, old_lp_rows, ent_rows, tmp_path, ppo_mini=B):
 
 
 SUPPORTED = [c for c in DEMO["curricula"] if c in hook_lib.SUPPORTED_CURRICULA]
-CASES = [(r, c) for r in ("oracle", "majority_vote", "entropy", "semantic") for c in SUPPORTED]
+CASES = [(r, c, {}) for r in ("oracle", "majority_vote", "entropy", "semantic") for c in SUPPORTED]
+# a run continuing another (the mechanism study): the schedule spans the source's 2 steps, beta = 1 from step 2
+CASES.append(("entropy", "vicurl", {"total_steps": 8, "curriculum_steps": 2}))
 
 
 def test_every_demo_curriculum_runs_on_verl():
@@ -200,10 +203,11 @@ def test_every_demo_curriculum_runs_on_verl():
         hook_lib.check_settings(settings_for("oracle", c, weight_kl=c != "soft_confidence"))
 
 
-@pytest.mark.parametrize("reward,curriculum", CASES)
-def test_rewards_advantages_and_weights_equal_the_local_engine(reward, curriculum, char_model_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize("reward,curriculum,extra", CASES)
+def test_rewards_advantages_and_weights_equal_the_local_engine(reward, curriculum, extra, char_model_dir, tmp_path,
+                                                               monkeypatch):
     weight_kl = curriculum != "soft_confidence"  # soft weights need the unweighted-KL variant on verl
-    settings = settings_for(reward, curriculum, weight_kl=weight_kl)
+    settings = settings_for(reward, curriculum, weight_kl=weight_kl, **extra)
     tr, part, selection, seq_w = local_step(char_model_dir, tmp_path, monkeypatch, settings)
     order = interleave_order()
     batch = verl_batch(tr, part, order)
@@ -232,6 +236,10 @@ def test_rewards_advantages_and_weights_equal_the_local_engine(reward, curriculu
     out = trainer._update_actor(batch)
     logged = ray_trainer.reduce_metrics(out.meta_info["metrics"])  # what fit() hands verl's logger
     assert logged["curriculum/beta_actual"] == pytest.approx(selection.metrics["curriculum/beta_actual"])
+    if "curriculum/beta_target" in selection.metrics:
+        assert logged["curriculum/beta_target"] == pytest.approx(selection.metrics["curriculum/beta_target"], nan_ok=True)
+        if extra:
+            assert logged["curriculum/beta_target"] == 1.0
     assert f"reward/{reward}/mean" in logged and logged["actor/pg_loss"] == pytest.approx(0.2)
     sent = trainer.actor_rollout_wg.sent
     n = B * G
@@ -290,6 +298,50 @@ def test_verl_loss_equals_the_local_loss(char_model_dir, tmp_path, monkeypatch):
     (g_local,) = torch.autograd.grad(local_loss, logp)
     torch.testing.assert_close(verl_loss, local_loss, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(g_verl, g_local, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("mini,epochs", [(None, 1), (2, 1), (1, 3), (2, 2)])
+def test_mini_batches_and_epochs_reach_both_engines_alike(mini, epochs, char_model_dir, tmp_path, monkeypatch):
+    """train.mini_batch_size (prompts) and train.ppo_epochs: on both engines ppo_epochs x B / mini
+    optimizer steps per training step, each over mini x G sequences and normalized by their
+    number. The local engine's update counted; verl's from its config as the launcher composes it,
+    its own ``_update_actor`` and the worker's own split of the batch (``tensordict_utils.make_iterator``)."""
+    from verl.utils.tensordict_utils import make_iterator
+
+    settings = settings_for("oracle", "vicurl", mini_batch_size=mini, ppo_epochs=epochs, curriculum_params={"beta_start": 1.0})
+    tr, part, selection, seq_w = local_step(char_model_dir, tmp_path, monkeypatch, settings)
+    normalizers, steps = [], []
+    real_loss = local_engine.grpo_loss
+    monkeypatch.setattr(local_engine, "grpo_loss",
+                        lambda *a, **k: (normalizers.append(k["global_batch_size"]), real_loss(*a, **k))[1])
+    real_step = tr.optimizer.step
+    monkeypatch.setattr(tr.optimizer, "step", lambda *a, **k: (steps.append(len(normalizers)), real_step(*a, **k))[1])
+    tr._update(2, part.rollouts, part.old_lp, part.advantages, seq_w)
+    local_updates = len(steps)
+    local_sizes = sorted(set(normalizers))
+
+    ov = launch.overrides(settings, model_path=str(char_model_dir), train_files="t.parquet", work_dir=str(tmp_path),
+                          settings_path="s.json", train_set="ts.parquet", vocab_size=100, n_train=len(problems()),
+                          verl={"n_gpus_per_node": 1})
+    actor = launch.compose(ov).actor_rollout_ref.actor
+    order = interleave_order()
+    rows = torch.as_tensor(order)
+    trainer = make_trainer(settings, tr, part.old_lp[rows], part.entropys[rows], tmp_path,
+                           ppo_mini=actor.ppo_mini_batch_size, ppo_epochs=actor.ppo_epochs)
+    batch = verl_batch(tr, part, order)
+    reward_tensor, _ = extract_reward(batch)
+    old, _ = trainer._compute_old_log_prob(batch)
+    old.batch.pop("entropys")
+    batch = batch.union(old)
+    batch.batch["token_level_scores"] = batch.batch["token_level_rewards"] = reward_tensor
+    batch = ray_trainer.compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=G)
+    trainer._update_actor(batch)
+    sent = trainer.actor_rollout_wg.sent  # what the worker receives; with one data-parallel rank it splits it so
+    minis = list(make_iterator(sent, mini_batch_size=tu.get(sent, "mini_batch_size"), epochs=tu.get(sent, "epochs"),
+                               seed=tu.get(sent, "seed"), dataloader_kwargs=tu.get(sent, "dataloader_kwargs")))
+    assert len(minis) == local_updates == epochs * B // (mini or B)
+    assert {m.batch_size[0] for m in minis} == set(local_sizes) == {(mini or B) * G}
+    assert tu.get(sent, "global_batch_size") == (mini or B) * G  # the normalizer (all prompts kept: scale 1)
 
 
 def test_loss_plan():
@@ -702,15 +754,17 @@ def test_selecting_curricula_compose_with_verls_config(curriculum):
 def test_config_check_refuses_what_verl_cannot_run():
     """A setting the verl engine refuses fails when the workflow parses the config, naming the key."""
     cfg = paper_config()
-    cfg["curricula"].update(vcrl={}, adarft={}, sent={}, soft_confidence={})
+    cfg["curricula"].update(vcrl={}, adarft={}, sent={})
     cfg["studies"]["main"]["settings"]["oracle"] = ["none", "vcrl", "adarft", "sent", "vicurl"]
     runs_lib.check(cfg)  # the paper's oracle x {none, vcrl, adarft, sent, vicurl} runs on verl
     bad = copy.deepcopy(cfg)
     bad["studies"]["main"]["settings"]["oracle"].append("soft_confidence")
-    with pytest.raises(ValueError, match=r"studies\.main\.settings\.oracle: 'soft_confidence'.*train\.weight_kl"):
+    bad["curricula"]["soft_confidence"] = {}  # weighted KL (train.weight_kl's default)
+    with pytest.raises(ValueError, match=r"studies\.main\.settings\.oracle: 'soft_confidence'.*"
+                                         r"curricula\.soft_confidence\.weight_kl"):
         runs_lib.check(bad)
     bad = copy.deepcopy(cfg)
-    bad["studies"]["main"]["train"] = {"mini_batch_size": 32}
+    bad["train"]["mini_batch_size"] = 32
     with pytest.raises(ValueError, match=r"studies\.main\.settings\.oracle: 'vcrl'.*train\.mini_batch_size"):
         runs_lib.check(bad)
     bad["engine"] = "local"

@@ -149,7 +149,7 @@ from omegaconf import OmegaConf
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
 
-model_cfg, out, step = sys.argv[1], sys.argv[2], int(sys.argv[3])
+model_cfg, out, step, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 dist.init_process_group("gloo")
 mc = omega_conf_to_dataclass(OmegaConf.load(model_cfg))  # the launcher's actor_rollout_ref.model
 from verl.utils.model import get_hf_auto_model_class
@@ -159,14 +159,22 @@ mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("fsdp",
 for layer in model.model.layers:
     fully_shard(layer, mesh=mesh)
 fully_shard(model, mesh=mesh)
-with torch.no_grad():  # a trained policy differs from the base
-    for p in model.parameters():
-        p.add_(0.01)
+if mode == "save":
+    with torch.no_grad():  # a trained policy differs from the base
+        for p in model.parameters():
+            p.add_(0.01)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 contents = {"save_contents": ["model", "optimizer", "extra"], "load_contents": ["model", "optimizer", "extra"]}
 cm = FSDPCheckpointManager(model=model, optimizer=opt, lr_scheduler=None, processing_class=mc.get_processor(),
                            checkpoint_config=contents)
-cm.save_checkpoint(out, None, step, max_ckpt_to_keep=1)
+if mode == "save":
+    cm.save_checkpoint(out, None, step, max_ckpt_to_keep=1)
+else:  # load the save into the base model's shards, as a resuming worker does: the saved weights
+    cm.load_checkpoint(out)
+    base = get_hf_auto_model_class(hf_config=mc.hf_config).from_pretrained(mc.local_path, torch_dtype=torch.float32,
+                                                                            config=mc.hf_config)
+    for (name, p), q in zip(model.named_parameters(), base.parameters()):
+        torch.testing.assert_close(p.full_tensor(), q + 0.01, msg=name)
 dist.destroy_process_group()
 """
 
@@ -177,15 +185,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def save_fsdp_checkpoint(config, actor_dir: Path, tmp_path: Path, step: int, world_size: int = 2) -> None:
+def save_fsdp_checkpoint(config, actor_dir: Path, tmp_path: Path, step: int, world_size: int = 2,
+                         mode: str = "save") -> None:
     """verl's ``FSDPCheckpointManager.save_checkpoint`` of an FSDP2 model on ``world_size`` gloo ranks,
-    the model and tokenizer built from the launcher's model config as verl's workers build them."""
+    the model and tokenizer built from the launcher's model config as verl's workers build them
+    (``mode="load"``: its ``load_checkpoint`` of such a save, checking the weights it loads)."""
     script, model_cfg = tmp_path / "save.py", tmp_path / "model.yaml"
     script.write_text(SAVE_SCRIPT)
     OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(world_size),
            "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, str(script), str(model_cfg), str(actor_dir), str(step)],
+    procs = [subprocess.Popen([sys.executable, str(script), str(model_cfg), str(actor_dir), str(step), mode],
                               env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(world_size)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
@@ -337,6 +347,105 @@ def test_the_launcher_trains_on_the_kept_rows_only(chat_model_dir, tmp_path):
     hook_rows = schema.read(work / "train_set.parquet")
     assert [e["id"] for e in verl_rows["extra_info"]] == list(hook_rows["id"]) == ["p1", "p2", "p4", "p5"]
     assert json.loads((work / "long_prompts.json").read_text()) == report and report["dropped"] == 2
+
+
+# ---------------------------------------------------------------- continued runs (the mechanism study)
+
+
+def _tree_digest(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def source_run_work(saved_step, work: Path):
+    """A finished run's work folder as verl leaves it: the last save (step 3: FSDP shards, the
+    dataloader's state after 3 batches, the curriculum's state), the tracker, the per-step metrics.
+    Returns the folder and the batches the source's dataloader would have drawn next."""
+    import shutil
+
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    _, ckpt0 = saved_step
+    ckpt = export.checkpoint_dir(work)
+    shutil.copytree(export.step_dir(ckpt0, 3), export.step_dir(ckpt, 3))
+    loader = StatefulDataLoader(list(range(20)), batch_size=2, shuffle=True, generator=torch.Generator().manual_seed(0))
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    torch.save(loader.state_dict(), export.step_dir(ckpt, 3) / "data.pt")  # what verl's _save_checkpoint writes
+    following = [next(it).tolist() for _ in range(4)]
+    (export.step_dir(ckpt, 3) / CURRICULUM_STATE).write_text(json.dumps({"step": 3, "curriculum": {}}))
+    (ckpt / export.TRACKER).write_text("3")
+    (work / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward/mean": 0.1 * s}) + "\n" for s in (1, 2, 3)))
+    return work, following
+
+
+def test_a_continued_run_resumes_verl_from_its_source_runs_last_save(chat_model_dir, saved_step, tmp_path):
+    """``export.fork`` puts the source run's last save into the continued run's checkpoints; then
+    verl's own resume (``RayPPOTrainer._load_checkpoint``) finds it by its tracker, hands its shards to
+    the actor, whose ``FSDPCheckpointManager`` loads the source's weights, and its dataloader draws the
+    batches the source's would have drawn next. What the continued run writes afterwards (its metrics,
+    verl's tracker, the rotation of old saves) leaves the source run's files as they were."""
+    import shutil
+    from types import SimpleNamespace
+
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    from vicurl.curriculum import make_curriculum
+
+    src, following = source_run_work(saved_step, tmp_path / "main" / "_work")
+    before = _tree_digest(src)
+    work = tmp_path / "mechanism" / "_work"
+    export.fork(src, work, 3)
+    ckpt = export.checkpoint_dir(work)
+    assert find_latest_ckpt_path(str(ckpt)) == str(export.step_dir(ckpt, 3))
+    shard = next((export.step_dir(ckpt, 3) / "actor").glob("model_world_size_*.pt"))
+    assert shard.samefile(export.step_dir(export.checkpoint_dir(src), 3) / "actor" / shard.name)  # linked, not copied
+
+    t = object.__new__(VICuRLTrainer)
+    t.config = OmegaConf.create({"trainer": {"default_local_dir": str(ckpt), "default_hdfs_dir": None,
+                                             "resume_mode": "auto", "del_local_ckpt_after_load": False}})
+    loaded = []
+    t.actor_rollout_wg = SimpleNamespace(load_checkpoint=lambda path, del_local_after_load: loaded.append(path))
+    t.use_critic = False
+    t.train_dataloader = StatefulDataLoader(list(range(20)), batch_size=2, shuffle=True,
+                                            generator=torch.Generator().manual_seed(0))
+    t._hook = SimpleNamespace(total_steps=6, curriculum=make_curriculum("vicurl", {}))
+    t._load_checkpoint()  # verl's, then the curriculum's state
+    assert t.global_steps == 3 and loaded == [str(export.step_dir(ckpt, 3) / "actor")]
+    it = iter(t.train_dataloader)
+    assert [next(it).tolist() for _ in range(4)] == following  # the data order goes on
+    save_fsdp_checkpoint(saved_step[0], Path(loaded[0]), tmp_path, step=3, mode="load")  # the source's weights
+
+    with open(work / "metrics.jsonl", "a") as f:  # the hook's next record
+        f.write(json.dumps({"step": 4}) + "\n")
+    (ckpt / export.TRACKER).write_text("6")  # verl's next save, and its rotation of the forked one
+    shutil.rmtree(export.step_dir(ckpt, 3))
+    assert _tree_digest(src) == before
+
+
+def test_the_launcher_forks_before_training_and_only_once(chat_model_dir, saved_step, tmp_path, monkeypatch):
+    src, _ = source_run_work(saved_step, tmp_path / "main" / "_work")
+    work = tmp_path / "mechanism" / "_work"
+    train_set = tmp_path / "train.parquet"
+    schema.write(train_df(4), train_set)
+    seen = []
+
+    def train(settings, model_path, work_dir, *a, **k):  # verl's run would resume from what it finds here
+        seen.append(export.last_saved_step(export.checkpoint_dir(work_dir)))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch, "train", train)
+    s = settings_for(total_steps=6, export_steps=[6], curriculum_steps=3)
+    for _ in range(2):
+        with pytest.raises(KeyboardInterrupt):
+            launch.run(s, str(chat_model_dir), str(train_set), str(work), str(tmp_path / "ck"), str(tmp_path / "m.jsonl"),
+                       start_from={"work_dir": str(src), "step": 3})
+        (export.checkpoint_dir(work) / export.TRACKER).write_text("5")  # the continued run saved step 5, was killed
+    assert seen == [3, 5]  # the second job resumes from the run's own save, not from the source's again
+    assert [json.loads(x)["step"] for x in (work / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]
+    with pytest.raises(RuntimeError, match="no complete save of step 2"):
+        export.fork(src, tmp_path / "other" / "_work", 2)
 
 
 # ---------------------------------------------------------------- 6. the curriculum state before verl's tracker

@@ -110,9 +110,9 @@ def test_paper_config_plans_every_paper_table(tmp_path):
     jobs = job_counts(out.stdout)
     assert jobs["table"] == 2 and jobs["table_vs_paper"] == 2
     assert "is not defined under `studies`" not in out.stderr + out.stdout  # every table's study is defined
-    # a table builds only the runs it shows: the mechanism study's 4 x 5, the long-output study's
-    # 2 x 5 and the 2 x 5 main-study runs of its 3072-token rows
-    assert jobs["train"] == 20 + 10 + 10
+    # a table builds only the runs it shows: the mechanism study's 4 x 5 and the 2 x 5 main-study runs
+    # two of them continue, the long-output study's 2 x 5 and the 2 x 5 main-study runs of its 3072-token rows
+    assert jobs["train"] == 20 + 10 + 10 + 10
 
 
 @pytest.mark.slow
@@ -126,17 +126,31 @@ def test_small_dag_end_to_end(tmp_path):
     for name in ("main_results_pass8", "curricula", "curriculum_ablation", "long_output", "mechanism",
                  "mechanism_breakdown"):
         assert (res / "report" / "tables" / f"{name}.tex").read_text().count("\\bottomrule") == 1
-    # a setting the smoke config does not train: every cell a dash, never a value; rows of
-    # another study (main's No Curriculum) read that study's runs
+    # a setting the smoke config does not train: every cell a dash, never a value
     mech = (res / "report" / "tables" / "mechanism.tex").read_text()
     assert "Oracle / Soft Conf.~Weighting & -- & -- & -- & -- & -- \\\\" in mech
     assert "Oracle / No Curriculum & --" not in mech
+    # the mechanism study continues main's runs: the same first two steps (trained once), then its own
+    for run in ("oracle-none", "oracle-vicurl"):
+        main_m = pd.read_json(res / "runs" / "main" / "tiny" / run / "seed0" / "metrics.jsonl", lines=True)
+        mech_m = pd.read_json(res / "runs" / "mechanism" / "tiny" / run / "seed0" / "metrics.jsonl", lines=True)
+        assert list(mech_m["step"]) == [1, 2, 3, 4]
+        pd.testing.assert_frame_equal(mech_m.iloc[:2][main_m.columns], main_m, check_dtype=False)
+        assert sorted(p.name for p in (res / "runs" / "mechanism" / "tiny" / run / "seed0" / "checkpoints").glob("step*")) \
+            == ["step3", "step4"]
+        assert not (res / "eval" / "mechanism" / "tiny" / run / "seed0" / "step2").exists()  # main's, not regenerated
+    assert pd.read_json(res / "runs" / "mechanism" / "tiny" / "oracle-vicurl" / "seed0" / "metrics.jsonl",
+                        lines=True)["curriculum/beta_target"].tolist()[1:] == [1.0, 1.0, 1.0]
     assert (res / "report" / "figures" / "learning_curves" / "main" / "tiny.png").stat().st_size > 1000
     assert (res / "report" / "figures" / "schedule" / "main" / "tiny" / "oracle-vicurl.pdf").stat().st_size > 1000
     scores = pd.read_csv(res / "report" / "scores.csv")
-    # base (step 0) + every run at steps {1, 2} (main: 2 runs, curricula: 2, mechanism: 1, long_output: 1),
-    # on 2 benchmarks; rewards: 6 runs x step 1 on 1 benchmark
-    assert len(scores) == 2 * (1 + 2 * (2 + 2 + 1 + 1)) + 6
+    # base (step 0) + every run at steps {1, 2} (main: 2 runs, curricula: 2, long_output: 1) or {1, ..., 4}
+    # (mechanism: 3), on 2 benchmarks; rewards: 6 runs x step 1 on 1 benchmark
+    assert len(scores) == 2 * (1 + 2 * (2 + 2 + 1) + 4 * 3) + 6
+    key = ["model", "reward", "curriculum", "seed", "step", "benchmark"]
+    mech = scores[(scores["study"] == "mechanism") & (scores["step"] <= 2) & (scores["curriculum"] != "static_confidence")]
+    same = mech.merge(scores[scores["study"] == "main"], on=key, suffixes=("", "_main"))
+    assert len(same) == len(mech) == 8 and (same["pass@1"] == same["pass@1_main"]).all()
     assert (res / "prompt_stats" / "tiny" / "arith_train.parquet").exists()
     assert "SENT" in (res / "report" / "tables" / "curricula.tex").read_text()
     probes = pd.read_csv(res / "report" / "probes.csv")

@@ -13,13 +13,14 @@ from vicurl.workflow import setup
 log = setup(snakemake)
 settings = dict(snakemake.params.settings)
 stats_path = snakemake.input.prompt_stats[0] if snakemake.input.prompt_stats else None  # AdaRFT, SENT
+start = snakemake.params.start_from  # a continued run: its source run's work folder and last step
 data = {}
 if snakemake.params.engine == "verl":  # GPU cluster: verl 0.9.1 with the same hooks (vicurl.engines.verl)
     from vicurl.engines.verl.launch import run as run_verl
 
     data = run_verl(settings, snakemake.params.model_dir, snakemake.input.train_set, snakemake.params.work_dir,
              snakemake.output.checkpoints, snakemake.output.metrics, verl=dict(snakemake.config.get("verl") or {}),
-             prompt_stats=stats_path)
+             prompt_stats=stats_path, start_from=start)
 else:
     from vicurl.engines.local import LocalTrainer, TrainConfig
 
@@ -27,6 +28,8 @@ else:
     stats = pd.read_parquet(stats_path) if stats_path else None
     trainer = LocalTrainer(cfg, snakemake.params.model_dir, schema.read(snakemake.input.train_set),
                            snakemake.params.work_dir, prompt_stats=stats)
+    if start:
+        trainer.fork(start["work_dir"], start["step"])
     trainer.run()
     out = Path(snakemake.output.checkpoints)
     trainer.publish({s: out / f"step{s}" for s in cfg.export_steps}, snakemake.output.metrics)
@@ -36,6 +39,8 @@ prompt = rendered_example(snakemake.params.model_dir, schema.read(snakemake.inpu
 # the resolved config, package versions and git commit of this run (written last, atomically)
 w = snakemake.wildcards
 write_json(snakemake.output.provenance, provenance(
-    run=dict(study=w.study, model=w.model, setting=w.setting, seed=int(w.seed)), settings=settings,
+    run=dict(study=w.study, model=w.model, setting=w.setting, seed=int(w.seed),
+             **({"continues": start["run"], "from_step": start["step"]} if start else {})),
+    settings=settings,
     config=snakemake.config, repo=Path(snakemake.scriptdir or ".").parent, engine=snakemake.params.engine,
     data=data, prompt=prompt))

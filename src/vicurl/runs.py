@@ -3,10 +3,19 @@
 A run is (study, model, reward, curriculum, seed); its folder spells the parts out:
 ``runs/{study}/{model}/{reward}-{curriculum}/seed{seed}/``. The Base (No RL) rows are
 evaluation-only pseudo-runs with study ``base`` and setting ``base``.
+
+A study that ``continues`` another trains on from where that study's runs end: its run of
+(model, setting, seed) starts from the source run's final training state (weights, optimizer,
+curriculum, data order) when the source study trains that run, and trains its own steps only;
+its checkpoints up to the source's last step *are* the source run's (``checkpoint_owner``), so
+they are evaluated once. Its other runs train from step 0, which is the same thing: the same
+settings, and the curriculum schedule spans the source's steps in both (``curriculum_steps``).
+The paper's mechanism study is such a study: the main runs (T_ref = 313) continued to T_long = 626.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -24,6 +33,12 @@ class Run:
     reward: str
     curriculum: str
     seed: int
+
+    @classmethod
+    def of(cls, study: str, model: str, setting: str, seed: int | str) -> "Run":
+        """The run of a folder's parts (``{reward}-{curriculum}`` split at its first dash)."""
+        reward, curriculum = setting.split("-", 1)
+        return cls(study, model, reward, curriculum, int(seed))
 
     @property
     def setting(self) -> str:
@@ -66,6 +81,10 @@ def check(config: dict[str, Any]) -> None:
         train = {**config.get("train", {}), **s.get("train", {})}
         if "total_steps" not in train:
             raise ValueError(f"{where}: train.total_steps is not set (top-level `train` or the study's `train`)")
+        mini = train.get("mini_batch_size")
+        if mini is not None and int(train.get("batch_size", 128)) % int(mini):
+            raise ValueError(f"{where}: train.mini_batch_size={mini} does not divide train.batch_size="
+                             f"{train.get('batch_size', 128)} (both engines take equal mini-batches of the batch)")
         n_votes = config["rewards"].get("majority_vote", {}).get("n_votes")
         if "majority_vote" in s["settings"] and n_votes is not None and n_votes < train.get("group_size", 8):
             raise ValueError(f"rewards.majority_vote.n_votes={n_votes} is below the group size "
@@ -74,6 +93,8 @@ def check(config: dict[str, Any]) -> None:
         for step in s.get("eval_steps", []) or []:
             if int(step) not in steps_ok:
                 raise ValueError(f"{where}.eval_steps: step {step} is outside the study's 1..{train['total_steps']} training steps")
+    for name in config["studies"]:
+        _check_continuation(config, name)
     if config.get("engine", "local") == "verl":
         from vicurl.engines.verl.support import refusal  # plain Python: no verl or torch import here
 
@@ -90,6 +111,9 @@ def check(config: dict[str, Any]) -> None:
     for study in probes.get("studies", []):
         if study not in config["studies"]:
             raise ValueError(f"probes.studies: study {study!r} is not defined under `studies`")
+        if source_study(config, study) is not None:
+            raise ValueError(f"probes.studies: study {study!r} continues study {source_study(config, study)!r}; "
+                             f"probe that study's runs")
     for key, defined in (("models", "models"), ("rewards", "rewards")):
         for v in probes.get(key) or []:
             if v not in config[defined]:
@@ -113,6 +137,78 @@ def check(config: dict[str, Any]) -> None:
             sources.resolve(name, d)  # raises ConfigError naming the key
 
 
+def source_study(config: dict[str, Any], study: str) -> str | None:
+    """The study whose runs this study continues (``studies.<name>.continues``), or None."""
+    return config["studies"][study].get("continues") if study in config["studies"] else None
+
+
+def source_run(config: dict[str, Any], run: Run) -> Run | None:
+    """The run this run continues: the source study's run of the same model, setting and seed,
+    when the source study trains it; None for every other run (trained from step 0)."""
+    src = source_study(config, run.study)
+    if src is None:
+        return None
+    s = config["studies"][src]
+    if run.model in s["models"] and run.curriculum in s["settings"].get(run.reward, []) and run.seed in s["seeds"]:
+        return Run(src, run.model, run.reward, run.curriculum, run.seed)
+    return None
+
+
+def start_step(config: dict[str, Any], run: Run) -> int:
+    """The step a run starts training from: its source run's last, or 0."""
+    src = source_run(config, run)
+    return 0 if src is None else total_steps(config, src.study)
+
+
+def checkpoint_owner(config: dict[str, Any], run: Run, step: int) -> Run:
+    """The run whose checkpoint (and evaluation) is ``run``'s at ``step``: the source run for the
+    steps a continued run did not train itself, else the run."""
+    src = source_run(config, run)
+    return src if src is not None and 0 < int(step) <= total_steps(config, src.study) else run
+
+
+# settings a continued run may have apart from its source run's: how long it trains, what it exports
+_CONTINUATION_KEYS = {"total_steps", "curriculum_steps", "export_steps", "save_every", "keep_checkpoints"}
+
+
+def _check_continuation(config: dict[str, Any], name: str) -> None:
+    """A continuing study must extend its source's runs exactly: the same training settings (its
+    ``train`` may change total_steps only), benchmarks and generation settings, and every step
+    it evaluates up to the source's end must be one the source evaluates."""
+    src = source_study(config, name)
+    if src is None:
+        return
+    where = f"studies.{name}"
+    if src not in config["studies"] or src == name:
+        raise ValueError(f"{where}.continues: {src!r} is not another study under `studies`")
+    if source_study(config, src) is not None:
+        raise ValueError(f"{where}.continues: study {src!r} itself continues {source_study(config, src)!r}; "
+                         f"continue {source_study(config, src)!r}'s runs in one study")
+    t_src, t = total_steps(config, src), total_steps(config, name)
+    if t <= t_src:
+        raise ValueError(f"{where}.train.total_steps: {t} does not extend study {src!r}'s {t_src} steps")
+    if list(config["studies"][name]["benchmarks"]) != list(config["studies"][src]["benchmarks"]):
+        raise ValueError(f"{where}.benchmarks: must be study {src!r}'s {config['studies'][src]['benchmarks']} "
+                         f"(its checkpoints up to step {t_src} are evaluated once, for both)")
+    if eval_settings(config, name) != eval_settings(config, src):
+        raise ValueError(f"{where}.eval: must be study {src!r}'s generation settings (its checkpoints up to "
+                         f"step {t_src} are evaluated once, for both)")
+    missing = sorted(set(s for s in eval_steps(config, name) if s <= t_src) - set(eval_steps(config, src)))
+    if missing:
+        raise ValueError(f"{where}.eval_steps: steps {missing} are up to step {t_src}, where the checkpoints are "
+                         f"study {src!r}'s, which does not evaluate them ({eval_steps(config, src)})")
+    for run in runs(config, name):
+        source = source_run(config, run)
+        if source is None:
+            continue
+        mine, theirs = train_settings(config, run), train_settings(config, source)
+        for key in sorted((set(mine) | set(theirs)) - _CONTINUATION_KEYS):
+            if mine.get(key) != theirs.get(key):
+                raise ValueError(f"{where}.train.{key}: {mine.get(key)!r} differs from study {src!r}'s "
+                                 f"{theirs.get(key)!r}; run {run.path} continues {source.path} and must train "
+                                 f"with its settings")
+
+
 def needs_prompt_stats(config: dict[str, Any], run: Run) -> bool:
     """Whether the run's curriculum reads the offline per-prompt statistics (rule prompt_stats).
 
@@ -128,18 +224,30 @@ def needs_prompt_stats(config: dict[str, Any], run: Run) -> bool:
 
 
 def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
-    """Base `train` + the study's overrides + reward and curriculum parameters + seed."""
+    """Base `train` + the study's overrides + reward and curriculum parameters + seed.
+
+    A curriculum's ``weight_kl`` (soft_confidence's) overrides ``train.weight_kl`` for its runs. A
+    continuing study's runs get ``curriculum_steps``, the source study's steps (the schedule is the
+    source's, flat after it ends), and export only the steps they train."""
     settings = {**config.get("train", {}), **config["studies"][run.study].get("train", {})}
+    curriculum_params = dict(config["curricula"].get(run.curriculum, {}))
+    if curriculum_params.get("weight_kl") is not None:
+        settings["weight_kl"] = bool(curriculum_params["weight_kl"])
+    curriculum_params.pop("weight_kl", None)
+    start = start_step(config, run)
     settings.update(
         seed=run.seed,
         reward=run.reward,
         reward_params=dict(config["rewards"].get(run.reward, {})),
         curriculum=run.curriculum,
-        curriculum_params=dict(config["curricula"].get(run.curriculum, {})),
+        curriculum_params=curriculum_params,
         prompt_order=config.get("prompt", {}).get("order", "question_first"),
         chat_template=chat_template(config, run.model),
-        export_steps=sorted(set(eval_steps(config, run.study)) | {s for s in probe_steps(config, run) if s > 0}),
+        export_steps=sorted(s for s in set(eval_steps(config, run.study)) | set(probe_steps(config, run)) if s > start),
     )
+    src = source_study(config, run.study)
+    if src is not None:
+        settings["curriculum_steps"] = total_steps(config, src)
     return settings
 
 
@@ -151,6 +259,17 @@ def chat_template(config: dict[str, Any], model: str) -> bool | str:
 
 def total_steps(config: dict[str, Any], study: str) -> int:
     return int({**config.get("train", {}), **config["studies"][study].get("train", {})}["total_steps"])
+
+
+def train_runtime(config: dict[str, Any], run: Run, attempt: int = 1) -> int:
+    """The train job's runtime (minutes) on the verl engine: ``verl.runtime`` per attempt for a run
+    of ``train.total_steps`` steps, scaled by the steps this run trains (a 626-step run twice, a run
+    continuing another its own steps only) and by ``verl.runtime_scale`` of its model and study."""
+    v = config["verl"]
+    scale = (total_steps(config, run.study) - start_step(config, run)) / int(config["train"]["total_steps"])
+    for name in (run.model, run.study):
+        scale *= v.get("runtime_scale", {}).get(name, 1)
+    return int(math.ceil(v["runtime"] * attempt * scale))
 
 
 def eval_steps(config: dict[str, Any], study: str) -> list[int]:

@@ -378,8 +378,8 @@ WEBINSTRUCT_TYPES: dict[str, str | None] = {
 def webinstruct(raw: Mapping[str, Any], ctx: Context) -> dict:
     """TIGER-Lab/WebInstruct-verified (``id, question, answer, answer_type, category, difficulty``).
 
-    Categories in ``exclude_categories`` (default Mathematics: the paper's general study) are a
-    documented filter, counted as ``category:<name>``. Answer types without a rule-based grader
+    Categories in ``exclude_categories`` (default Mathematics for the training set, the paper's
+    general study; none for the validation set) are a documented filter, counted as ``category:<name>``. Answer types without a rule-based grader
     (String, Other, or any type not in ``WEBINSTRUCT_TYPES``) are counted as
     ``unsupported_answer_type:<type>`` and dropped, or kept as answer_type ``text``.
     """

@@ -33,14 +33,18 @@ class Source:
     role: str = "eval"  # "train" or "eval" (documentation)
 
 
+# The paper filters Mathematics out of its WebInstruct *training* prompts ("we filter out
+# mathematics prompts"); WebInstruct-Validation it describes as the split of the same data family,
+# unfiltered: the evaluation set keeps every category.
 _WEBINSTRUCT_OPTS = {"exclude_categories": ["Mathematics"], "unsupported_answer_types": "drop"}
+_WEBINSTRUCT_VAL_OPTS = {**_WEBINSTRUCT_OPTS, "exclude_categories": []}
 
 SOURCES: dict[str, Source] = {
     "deepscaler": Source(nz.deepscaler, "agentica-org/DeepScaleR-Preview-Dataset", "train",
                          options={"adarft_difficulty": False}, role="train"),
     "webinstruct_verified": Source(nz.webinstruct, "TIGER-Lab/WebInstruct-verified", "train",
                                    options=_WEBINSTRUCT_OPTS, role="train"),
-    "webinstruct_val": Source(nz.webinstruct, "TIGER-Lab/WebInstruct-verified", "test", options=_WEBINSTRUCT_OPTS),
+    "webinstruct_val": Source(nz.webinstruct, "TIGER-Lab/WebInstruct-verified", "test", options=_WEBINSTRUCT_VAL_OPTS),
     "math500": Source(nz.math500, "HuggingFaceH4/MATH-500", "test"),
     "aime24": Source(nz.aime, "HuggingFaceH4/aime_2024", "train"),
     "aime25": Source(nz.aime, "opencompass/AIME2025", "test", hub_configs=("AIME2025-I", "AIME2025-II")),

@@ -54,6 +54,7 @@ class TrainConfig:
     """Training settings of one run (algorithms.md section 1; defaults are the paper's)."""
 
     total_steps: int
+    curriculum_steps: int | None = None  # the curriculum schedule's span; None = total_steps (engine_step.curriculum_steps)
     batch_size: int = 128  # prompts per step
     group_size: int = 8  # G
     lr: float = 3e-6
@@ -167,7 +168,8 @@ class LocalTrainer:
             self.policy.parameters(), lr=cfg.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
         )
         self.curriculum = make_curriculum(cfg.curriculum, cfg.curriculum_params)
-        self.curriculum.setup(self.train_df, batch_size=cfg.batch_size, total_steps=cfg.total_steps, seed=cfg.seed,
+        self.curriculum_steps = engine_step.curriculum_steps(cfg.total_steps, cfg.curriculum_steps)
+        self.curriculum.setup(self.train_df, batch_size=cfg.batch_size, total_steps=self.curriculum_steps, seed=cfg.seed,
                               stats=prompt_stats)
         self.ids = [str(i) for i in self.train_df["id"]]
         self.row_of = {pid: i for i, pid in enumerate(self.ids)}
@@ -254,7 +256,7 @@ class LocalTrainer:
 
     def _batch(self, part: "_Part", step: int) -> Batch:
         scored = engine_step.Scored(part.rewards, part.correct, part.advantages, part.confidence, part.keep, {})
-        return engine_step.curriculum_batch(scored, part.rollouts.lengths, part.ids, step, self.cfg.total_steps,
+        return engine_step.curriculum_batch(scored, part.rollouts.lengths, part.ids, step, self.curriculum_steps,
                                             self.cfg.seed, self.cfg.group_size,
                                             engine_step.reward_bounded(self.cfg.reward))
 
@@ -378,17 +380,37 @@ class LocalTrainer:
             old.unlink()
 
     def load_checkpoint(self, path: Path) -> None:
+        """Resume from ``path``: a checkpoint of this run, or the last one of the run it continues
+        (`fork`), written with the same settings except how long it trains (the curriculum's
+        schedule spanning the same steps)."""
         state = torch.load(path, map_location="cpu", weights_only=False)
-        saved = {k: v for k, v in state["config"].items() if k not in ("save_every", "keep_checkpoints", "export_steps")}
-        now = {k: v for k, v in asdict(self.cfg).items() if k in saved}
-        if json.dumps(saved, sort_keys=True, default=list) != json.dumps(now, sort_keys=True, default=list):
+        if _comparable(state["config"]) != _comparable(asdict(self.cfg)):
             raise RuntimeError(f"checkpoint {path} was written with other training settings; delete {self.work_dir} to restart")
+        if int(state["step"]) > self.cfg.total_steps:
+            raise RuntimeError(f"checkpoint {path} is of step {state['step']}, past this run's {self.cfg.total_steps} steps")
         self.policy.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.curriculum.load_state_dict(state["curriculum"])
         self.history = state["history"]
         self.step = state["step"]
         log.info("resumed from %s (step %d)", path, self.step)
+
+    def fork(self, source_work_dir: str | Path, step: int) -> None:
+        """Start this run from the final state (step ``step``) of the run it continues: its last
+        checkpoint, hard-linked (copied across file systems) into this run's work folder, so the
+        next ``run`` resumes from it. A no-op once this run has a checkpoint of its own."""
+        if self.latest_checkpoint() is not None:
+            return
+        src = Path(source_work_dir) / self._ckpt_path(step).name
+        if not src.exists():
+            raise RuntimeError(f"{src} is missing: the run this one continues has no training state of step {step} "
+                               f"(its work folder was deleted?); retrain it to continue from it")
+        with atomic_path(self._ckpt_path(step)) as tmp:
+            try:
+                os.link(src, tmp)
+            except OSError:
+                shutil.copyfile(src, tmp)
+        log.info("continuing from %s (step %d)", src, step)
 
     def export_dir(self, step: int) -> Path:
         return self.work_dir / "exports" / f"step{step}"
@@ -470,6 +492,15 @@ class _Part:
 
 
 _mean_metrics = engine_step.mean_metrics
+
+
+def _comparable(settings: dict[str, Any]) -> str:
+    """The settings a checkpoint must share with the run resuming from it: all but how long the
+    run trains and what it saves, with the curriculum's span resolved (continued runs: `fork`)."""
+    out = {k: v for k, v in settings.items()
+           if k not in ("save_every", "keep_checkpoints", "export_steps", "total_steps", "curriculum_steps")}
+    out["curriculum_steps"] = engine_step.curriculum_steps(settings["total_steps"], settings.get("curriculum_steps"))
+    return json.dumps(out, sort_keys=True, default=list)
 
 
 def _finite(metrics: dict[str, Any]) -> dict[str, Any]:

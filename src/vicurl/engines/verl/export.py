@@ -9,11 +9,14 @@ carries the launcher's pass-through chat template (`vicurl.engines.verl.data.VER
 which would make evaluation render instruct models' prompts without their chat format.
 
 Plain CPU code (no Ray, no GPU): the launcher calls it to repair an export a killed job left
-undone, ``VICuRLTrainer._save_checkpoint`` after each save of an evaluated step.
+undone and to start a continued run from its source run's last save (``fork``),
+``VICuRLTrainer._save_checkpoint`` after each save of an evaluated step.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
@@ -97,3 +100,40 @@ def copy_export(src: str | Path, dest: str | Path) -> None:
     """Copy a finished export (publishing it as a declared output), atomically."""
     with atomic_path(dest) as tmp:
         shutil.copytree(src, tmp)
+
+
+def checkpoint_dir(work_dir: str | Path) -> Path:
+    """verl's resume checkpoints of a run (``trainer.default_local_dir``)."""
+    return Path(work_dir) / "verl_checkpoints"
+
+
+def fork(source_work_dir: str | Path, work_dir: str | Path, step: int) -> None:
+    """Start a run from the final save (step ``step``) of the run it continues (`vicurl.runs`):
+    verl's ``global_step_N`` folder (model and optimizer shards, dataloader state, the
+    curriculum's state) hard-linked into this run's checkpoints (copied across file systems), the
+    per-step metrics copied, and verl's tracker written last, naming step N: verl's
+    ``resume_mode: auto`` then resumes from it as from the run's own save. A no-op once the run
+    has a save of its own. Every file verl or the hook writes later is a new file (or, for the
+    tracker and the metrics, this run's own copy), so the source run is never modified."""
+    src_ckpt, ckpt = checkpoint_dir(source_work_dir), checkpoint_dir(work_dir)
+    if last_saved_step(ckpt) > 0:
+        return
+    if last_saved_step(src_ckpt) != int(step) or not step_dir(src_ckpt, step).is_dir():
+        raise RuntimeError(f"{src_ckpt} has no complete save of step {step} (its last: {last_saved_step(src_ckpt)}): "
+                           f"the run this one continues lost its final training state; retrain it to continue from it")
+
+    def link(src, dst):
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    with atomic_path(step_dir(ckpt, step)) as tmp:
+        shutil.copytree(step_dir(src_ckpt, step), tmp, copy_function=link)
+    metrics = Path(source_work_dir) / "metrics.jsonl"
+    lines = [ln for ln in (metrics.read_text().splitlines() if metrics.exists() else [])
+             if ln.strip() and int(json.loads(ln)["step"]) <= int(step)]
+    with atomic_path(Path(work_dir) / "metrics.jsonl") as tmp:
+        tmp.write_text("".join(ln + "\n" for ln in lines))
+    with atomic_path(ckpt / TRACKER) as tmp:
+        tmp.write_text(str(int(step)))

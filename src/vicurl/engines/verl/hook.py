@@ -106,7 +106,7 @@ def loss_plan(seq_w: torch.Tensor, weight_kl: bool, kl_on: bool, atol: float = 1
     s = float(w[keep].max())
     if float((w[keep] - s).abs().max()) > atol * max(1.0, abs(s)):
         raise ValueError("weighted KL with non-uniform curriculum weights: verl's KL loss has no per-sample "
-                         "weight; set train.weight_kl: false")
+                         "weight; set train.weight_kl (or curricula.soft_confidence.weight_kl): false")
     return LossPlan(keep, torch.where(keep, w / s, torch.zeros_like(w)), s)
 
 
@@ -156,12 +156,13 @@ class Hook:
         self.kl_on = float(settings.get("kl_coef", 0.001)) > 0
         self.seed = int(settings.get("seed", 0))
         self.total_steps = int(total_steps)
+        self.curriculum_steps = engine_step.curriculum_steps(total_steps, settings.get("curriculum_steps"))
         self.tokenizer = tokenizer
         self.vocab_size = int(vocab_size)
         self.metrics_path = Path(metrics_path) if metrics_path else None
         self.ids = [str(i) for i in train_df["id"]]  # verl's dataset row i is training-set row i
         self.curriculum = make_curriculum(settings.get("curriculum", "none"), settings.get("curriculum_params") or {})
-        self.curriculum.setup(train_df, batch_size=int(settings.get("batch_size", 128)), total_steps=self.total_steps,
+        self.curriculum.setup(train_df, batch_size=int(settings.get("batch_size", 128)), total_steps=self.curriculum_steps,
                               seed=self.seed, stats=prompt_stats)
         self.pending: _Scored | None = None
 
@@ -205,7 +206,7 @@ class Hook:
     def select(self, step: int) -> Selection:
         """The curriculum's selection over the pending batch (``Curriculum.select``, as the local engine)."""
         p = self._pending()
-        p.cb = engine_step.curriculum_batch(p.scored, p.lengths, p.prompt_ids, step, self.total_steps, self.seed,
+        p.cb = engine_step.curriculum_batch(p.scored, p.lengths, p.prompt_ids, step, self.curriculum_steps, self.seed,
                                             self.G, engine_step.reward_bounded(self.reward))
         p.selection = self.curriculum.select(p.cb)
         return p.selection
@@ -231,7 +232,7 @@ class Hook:
             raise RuntimeError(f"replayed prompts {replayed.prompt_ids} are not the ones asked for {p.selection.replay}")
         replayed = _in_order(replayed, list(p.selection.replay), G)  # the local engine's order
         rb = engine_step.curriculum_batch(replayed.scored, replayed.lengths, replayed.prompt_ids, step,
-                                          self.total_steps, self.seed, G, engine_step.reward_bounded(self.reward))
+                                          self.curriculum_steps, self.seed, G, engine_step.reward_bounded(self.reward))
         final = self.curriculum.after_replay(p.selection, p.cb, rb)
         slots = np.flatnonzero(p.selection.mask.numpy() == 0)[:r]
         if len(slots) < r:

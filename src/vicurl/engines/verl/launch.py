@@ -2,7 +2,8 @@
 
     python -m vicurl.engines.verl.launch --settings train_config.json --model Qwen/Qwen2.5-Math-1.5B \\
         --train-set results/paper/data/deepscaler.parquet --work-dir .../_work \\
-        --checkpoints .../checkpoints --metrics .../metrics.jsonl [--verl-config verl.json]
+        --checkpoints .../checkpoints --metrics .../metrics.jsonl [--verl-config verl.json] \\
+        [--continue-from .../main/.../_work:313]
 
 (the train rule calls ``run`` directly when ``engine: verl``). ``overrides`` is a pure function
 of the run's settings (`vicurl.runs.train_settings`) and the config's ``verl`` section; a test
@@ -141,7 +142,7 @@ def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, wo
         "trainer.save_freq": save_freq(settings),
         "trainer.max_actor_ckpt_to_keep": int(settings.get("keep_checkpoints", 1)),
         "trainer.resume_mode": "auto",
-        "trainer.default_local_dir": str(work / "verl_checkpoints"),
+        "trainer.default_local_dir": str(export.checkpoint_dir(work)),
         "trainer.test_freq": -1,
         "trainer.val_before_train": False,
         "trainer.logger": ["console", "file"],
@@ -169,9 +170,11 @@ def compose(override_list: list[str]):
 
 
 def run(settings: dict[str, Any], model_path: str, train_set: str, work_dir: str, checkpoints: str, metrics: str,
-        verl: dict[str, Any] | None = None, prompt_stats: str | None = None) -> dict[str, Any]:
+        verl: dict[str, Any] | None = None, prompt_stats: str | None = None,
+        start_from: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train (resuming from ``work_dir``), then publish the exports and metrics (GPU machine).
-    Returns what the run's provenance records of it (the prompts dropped as too long)."""
+    ``start_from`` (``{"work_dir", "step"}``): a run continuing another starts from that run's last
+    save (`export.fork`). Returns what the run's provenance records of it (the prompts dropped as too long)."""
     from vicurl.engines.verl.hook import check_settings
 
     check_settings(settings)
@@ -183,10 +186,12 @@ def run(settings: dict[str, Any], model_path: str, train_set: str, work_dir: str
                          f"pass --prompt-stats")
     prompt_stats = str(Path(prompt_stats).resolve()) if prompt_stats else None  # the trainer runs in a Ray actor
     work = Path(work_dir)
-    ckpt = work / "verl_checkpoints"
+    ckpt = export.checkpoint_dir(work)
     total, exports = int(settings["total_steps"]), settings.get("export_steps", [])
     work.mkdir(parents=True, exist_ok=True)
     report = prepare(settings, model_path, train_set, work)
+    if start_from:
+        export.fork(start_from["work_dir"], work, int(start_from["step"]))
     done = export.last_saved_step(ckpt)
     redone = export.repair_exports(work, exports, ckpt, model_path)  # a job killed while exporting
     if redone:
@@ -275,10 +280,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--metrics", required=True)
     p.add_argument("--verl-config", help="JSON of the config's `verl` section")
     p.add_argument("--prompt-stats")
+    p.add_argument("--continue-from", metavar="WORK_DIR:STEP", help="the work folder and last step of the run this one continues")
     a = p.parse_args(argv)
     verl = json.loads(Path(a.verl_config).read_text()) if a.verl_config else None
+    start = None
+    if a.continue_from:
+        where, _, step = a.continue_from.rpartition(":")
+        start = {"work_dir": where, "step": int(step)}
     run(json.loads(Path(a.settings).read_text()), a.model, a.train_set, a.work_dir, a.checkpoints, a.metrics, verl,
-        a.prompt_stats)
+        a.prompt_stats, start)
 
 
 if __name__ == "__main__":

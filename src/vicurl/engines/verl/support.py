@@ -35,7 +35,8 @@ def refusal(settings: dict[str, Any]) -> str | None:
         return "train.loss_agg_mode must be seq-mean-token-mean"
     if cur == "soft_confidence" and settings.get("weight_kl", True) and float(settings.get("kl_coef", 0.001)) > 0:
         return ("curriculum soft_confidence gives non-uniform weights, and verl's KL loss has no per-sample weight; "
-                "set train.weight_kl: false for this study (the policy term stays weighted exactly) or use engine: local")
+                "set curricula.soft_confidence.weight_kl: false (the policy term stays weighted exactly) or use "
+                "engine: local")
     mini = settings.get("mini_batch_size")
     if cur == "vcrl" and mini is not None and int(mini) != int(settings.get("batch_size", 128)):
         return ("curriculum vcrl: train.mini_batch_size must be unset (one optimizer step per batch): the local "
