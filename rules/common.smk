@@ -3,13 +3,15 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))  # this checkout's package, installed or not
+import vicurl.config as config_lib
 import vicurl.data.sources as sources_lib
 import vicurl.report.tableconfig as tables_lib
 import vicurl.runs as runs_lib
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-validate(config, schema="../config/schema.yaml", set_default=True)
+config_lib.check_schema(config, os.path.join(workflow.basedir, "config", "schema.yaml"))  # one line naming the key
+validate(config, schema="../config/schema.yaml", set_default=True)  # fills in the defaults
 runs_lib.check(config)
 
 R = f"results/{config['scenario']}"

@@ -367,3 +367,33 @@ def test_schema_checks_multiple_choice_letters():
     for bad in ("C", "", "AB"):
         with pytest.raises(SchemaError, match="multiple choice"):
             to_frame([{**ok, "answer": bad}])
+
+
+def test_an_empty_set_is_refused_naming_the_file(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(DataError, match=r"math500: no rows left to write \(0 read from .*empty\.jsonl"):
+        run("math500", {"source": "math500", "local_path": str(empty)})
+    only_math = tmp_path / "math.jsonl"  # every row filtered: refused too, with the reasons
+    only_math.write_text(json.dumps({"id": "1", "question": "q", "answer": "2", "answer_type": "Integer",
+                                     "category": "Mathematics"}) + "\n")
+    with pytest.raises(DataError, match=r"dropped category:Mathematics: 1"):
+        run("wi", {"source": "webinstruct_verified", "local_path": str(only_math)})
+
+
+@pytest.mark.parametrize("answer, reason", [(float("nan"), "empty_field"), ([1, 2], "malformed_answer"),
+                                            ({"a": 1}, "malformed_answer"), (float("inf"), "malformed_answer")])
+def test_odd_gold_answers_are_malformed_rows(tmp_path, answer, reason):
+    """NaN, a list, a mapping, inf where the gold answer should be text or a number: never the
+    strings "nan" or "[1, 2]"; a named error, or a counted drop with on_bad_row: drop."""
+    path = tmp_path / "m.parquet"
+    rows = [{"unique_id": "ok", "problem": "1 + 1?", "answer": "2"}, {"unique_id": "odd", "problem": "?", "answer": answer}]
+    if answer == answer:  # all but NaN (a parquet null) as JSON lines (inf: `Infinity`, as json writes it)
+        path = tmp_path / "m.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        pd.DataFrame(rows).to_parquet(path)
+    with pytest.raises(DataError, match=r"math500 row 1 \(unique_id='odd'"):
+        run("math500", {"source": "math500", "local_path": str(path)})
+    df, m = run("math500", {"source": "math500", "local_path": str(path), "on_bad_row": "drop"})
+    assert df["id"].tolist() == ["ok"] and m["dropped"] == {reason: 1}

@@ -34,7 +34,8 @@ def _metrics(path: Path) -> pd.DataFrame:
 def test_killed_training_resumes_from_its_checkpoint_with_identical_metrics(tmp_path):
     smoke = REPO / "tests" / "data" / "smoke.yaml"
     over = tmp_path / "resume.yaml"
-    over.write_text("studies: {main: {train: {total_steps: 16, save_every: 2}}}\nprotect_outputs: true\n")
+    over.write_text("studies: {main: {train: {total_steps: 16, save_every: 2}}, mechanism: {continues: null}}\n"
+                    "protect_outputs: true\n")  # (the mechanism study: its own runs, not main's longer ones)
     configs = [smoke, over]
     target = f"{RUN}/metrics.jsonl"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -64,6 +65,9 @@ def test_killed_training_resumes_from_its_checkpoint_with_identical_metrics(tmp_
     log = (tmp_path / "results/smoke/logs/train/main/tiny/oracle-vicurl/seed0.log").read_text()
     resumed = [int(s) for s in re.findall(r"resumed from \S+ \(step (\d+)\)", log)]
     assert resumed and resumed[0] >= killed_at, log[-2000:]
+    # the killed job's lines stay in the run's log, above a line marking the rerun
+    killed, _, rerun = log.partition("a new job of this run starts")
+    assert "a new run: training from step 0" in killed and "resuming from what the interrupted job left" in rerun
     resumed_metrics = _metrics(tmp_path / target)
     assert list(resumed_metrics["step"]) == list(range(1, 17))
 
@@ -97,3 +101,25 @@ def test_killed_training_resumes_from_its_checkpoint_with_identical_metrics(tmp_
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert "resumed from" not in (tmp_path / "results/smoke/logs/train/main/tiny/oracle-vicurl/seed0.log").read_text()
     pd.testing.assert_frame_equal(_metrics(tmp_path / target), resumed_metrics)
+
+
+@pytest.mark.slow
+def test_a_forced_retrain_trains_again_and_the_log_keeps_every_job(tmp_path):
+    """`--forcerun train` after a finished run trains it again from step 0 (a code change is picked
+    up), with the same numbers; the run's log keeps the earlier job's lines, marked."""
+    smoke = REPO / "tests" / "data" / "smoke.yaml"
+    configs = [smoke]
+    target = f"{RUN}/metrics.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    first = subprocess.run(_cmd(tmp_path, configs, "--cores", "1", target), capture_output=True, text=True, env=env,
+                           timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = _metrics(tmp_path / target)
+    forced = subprocess.run(_cmd(tmp_path, configs, "--cores", "1", "--forcerun", "train", "--", target),
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    log = (tmp_path / "results/smoke/logs/train/main/tiny/oracle-vicurl/seed0.log").read_text()
+    earlier, _, now = log.partition("a new job of this run starts")
+    assert "a new run: training from step 0" in earlier and now
+    assert "finished and published this run: training it again from step 0" in now and "resumed from" not in now
+    pd.testing.assert_frame_equal(_metrics(tmp_path / target), before)

@@ -139,3 +139,13 @@ def test_mini_batches_must_divide_the_batch():
         R.check(cfg)
     cfg["train"]["mini_batch_size"] = 4
     R.check(cfg)
+
+
+def test_continues_null_makes_separate_runs():
+    cfg = continued_config()
+    cfg["studies"]["long"]["continues"] = None  # e.g. a second configfile over the paper's
+    R.check(cfg)
+    none = R.Run("long", "m", "oracle", "none", 0)
+    assert R.source_run(cfg, none) is None and R.start_step(cfg, none) == 0
+    s = R.train_settings(cfg, none)
+    assert "curriculum_steps" not in s and s["export_steps"] == [10, 20, 25, 30, 40, 50]

@@ -166,7 +166,8 @@ def interrupt_training(slurm_env, tmp_path, action, configs) -> tuple[subprocess
 def long_training(tmp_path):
     over = tmp_path / "long_training.yaml"
     over.write_text(yaml.safe_dump({"train": {"save_every": 2},
-                                    "studies": {"main": {"train": {"total_steps": 40}, "eval_every": 40, "eval_steps": [2]}}}))
+                                    "studies": {"main": {"train": {"total_steps": 40}, "eval_every": 40, "eval_steps": [2]},
+                                                "mechanism": {"continues": None}}}))  # its own runs, not main's longer ones
     return [over]
 
 

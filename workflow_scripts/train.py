@@ -5,13 +5,17 @@ from pathlib import Path
 import pandas as pd
 
 from vicurl.data import schema
+from vicurl.engines import workdir
 from vicurl.io import write_json
 from vicurl.prompts import rendered_example
 from vicurl.provenance import provenance
 from vicurl.workflow import setup
 
-log = setup(snakemake)
 settings = dict(snakemake.params.settings)
+# resume an interrupted job; after a finished one (a forced retrain) or changed settings, start afresh
+status = workdir.prepare(snakemake.params.work_dir, settings)
+log = setup(snakemake, history=Path(snakemake.params.work_dir) / workdir.HISTORY)
+log.info(status)
 stats_path = snakemake.input.prompt_stats[0] if snakemake.input.prompt_stats else None  # AdaRFT, SENT
 start = snakemake.params.start_from  # a continued run: its source run's work folder and last step
 data = {}
@@ -44,3 +48,4 @@ write_json(snakemake.output.provenance, provenance(
     settings=settings,
     config=snakemake.config, repo=Path(snakemake.scriptdir or ".").parent, engine=snakemake.params.engine,
     data=data, prompt=prompt))
+workdir.mark_published(snakemake.params.work_dir)

@@ -95,6 +95,13 @@ def check(config: dict[str, Any]) -> None:
                 raise ValueError(f"{where}.eval_steps: step {step} is outside the study's 1..{train['total_steps']} training steps")
     for name in config["studies"]:
         _check_continuation(config, name)
+    for study in [None, *config["studies"]]:  # Pass@k needs k samples per problem
+        ev = config.get("eval", {}) if study is None else eval_settings(config, study)
+        n, ks = ev.get("n_samples", 16), ev.get("ks", [1, 8])
+        if ks and max(ks) > n:
+            key = "eval.n_samples" if study is None or "n_samples" not in (config["studies"][study].get("eval") or {}) \
+                else f"studies.{study}.eval.n_samples"
+            raise ValueError(f"eval.ks: Pass@{max(ks)} needs at least {max(ks)} samples per problem, {key} is {n}")
     if config.get("engine", "local") == "verl":
         from vicurl.engines.verl.support import refusal  # plain Python: no verl or torch import here
 

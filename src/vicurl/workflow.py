@@ -5,16 +5,28 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 
-def setup(snakemake, threads: int | None = None) -> logging.Logger:
-    """Send logging (and warnings) to the rule's log file; pin torch threads to the rule's."""
+def setup(snakemake, threads: int | None = None, history: str | Path | None = None) -> logging.Logger:
+    """Send logging (and warnings) to the rule's log file; pin torch threads to the rule's.
+
+    ``history``: a file that keeps every attempt's lines (Snakemake deletes a job's log before
+    it reruns it): the rule's log starts with the earlier attempts' lines and a line marking
+    this job's start, and this job's lines are appended to the history too."""
     log_path = Path(snakemake.log[0]) if snakemake.log else None
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    earlier = Path(history).read_text() if history is not None and Path(history).exists() else ""
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_path, mode="w"))
+        if earlier:
+            stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            log_path.write_text(earlier + f"==== {stamp}: a new job of this run starts (above: the earlier jobs' log) ====\n")
+        handlers.append(logging.FileHandler(log_path, mode="a" if earlier else "w"))
+    if history is not None:
+        Path(history).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(history, mode="a"))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", handlers=handlers, force=True)
     logging.captureWarnings(True)
     n = int(threads or getattr(snakemake, "threads", 1) or 1)

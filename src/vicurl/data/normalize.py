@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 import random
 import re
 from dataclasses import dataclass, field
@@ -65,6 +67,9 @@ Normalizer = Callable[[Mapping[str, Any], Context], dict]
 
 
 def _present(v: Any) -> bool:
+    """A value that is there: not None, not NaN (pandas' empty cell), not blank text."""
+    if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and math.isnan(v):
+        return False
     return v is not None and not (isinstance(v, str) and not v.strip())
 
 
@@ -82,7 +87,13 @@ def get(raw: Mapping[str, Any], *names: str, required: bool = True, default: Any
 
 
 def number_text(v: Any) -> str:
-    """A gold answer as text; floats holding an integer lose the ``.0`` (AMC stores 27 as 27.0)."""
+    """A gold answer (or id) as text; floats holding an integer lose the ``.0`` (AMC stores 27 as
+    27.0). A value that is neither text nor a number (a list, a mapping, NaN, inf) is a malformed
+    row, never the text of its Python repr."""
+    if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and not math.isfinite(v):
+        raise BadRow("malformed_answer", f"the value {v!r} is not an answer")
+    if not isinstance(v, (str, numbers.Real)):
+        raise BadRow("malformed_answer", f"a {type(v).__name__} ({str(v)[:60]!r}) where text or a number is expected")
     if isinstance(v, bool):
         return str(v)
     if isinstance(v, float) and v.is_integer():

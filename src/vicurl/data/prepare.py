@@ -131,6 +131,10 @@ def prepare(spec: DatasetSpec) -> tuple[pd.DataFrame, dict[str, Any]]:
             dropped["not_in_subset"] += len(rows) - len(kept)
         rows = kept
     df = schema.to_frame(rows, spec.name)
+    if len(df) == 0:  # nothing to train or evaluate on: refused here, not after generation
+        where = ", ".join(spec.location.local_paths) or f"{spec.location.hub_id} ({spec.location.split})"
+        drops = ", ".join(f"{k}: {v}" for k, v in sorted(dropped.items())) or "none"
+        raise DataError(f"{spec.name}: no rows left to write ({len(loaded.rows)} read from {where}; dropped {drops})")
     if len(loaded.rows) != len(df) + sum(dropped.values()):  # the manifest's invariant
         raise AssertionError(f"{spec.name}: {len(loaded.rows)} rows in != {len(df)} out + {sum(dropped.values())} dropped")
     metas = [json.loads(m) for m in df["metadata"]]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from vicurl.config import ConfigError
 from vicurl.data import normalize as nz
 
 SYNTHETIC = "synthetic"
@@ -61,8 +62,6 @@ SOURCES: dict[str, Source] = {
 ADARFT = {"hub_id": "lime-nlp/DeepScaleR_Difficulty", "split": "train"}
 
 
-class ConfigError(ValueError):
-    """A dataset entry of the config is wrong; the message names the key."""
 
 
 @dataclass(frozen=True)

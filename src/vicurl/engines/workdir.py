@@ -1,0 +1,56 @@
+"""A run's work folder (``runs/.../_work/``): resume an interrupted job, start afresh otherwise.
+
+The train job calls ``prepare`` before training. The folder holds the engine's resume
+checkpoints; it is kept when the previous job was interrupted (the engine resumes from its last
+checkpoint) and emptied when that job finished and published the run (``mark_published`` is its
+last act: a rerun is then a forced retrain, e.g. after a code change) or when it was written with
+other training settings (``fingerprint``). Either way the job's log says which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+from vicurl.io import write_json, write_text
+
+PUBLISHED = "published.json"
+FINGERPRINT = "settings.sha256"
+HISTORY = "train.log"  # every job's log lines (`vicurl.workflow.setup`), kept when the folder is emptied
+
+
+def fingerprint(settings: Mapping[str, Any]) -> str:
+    """A digest of the run's training settings (`vicurl.runs.train_settings`)."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=list).encode()).hexdigest()
+
+
+def prepare(work_dir: str | Path, settings: Mapping[str, Any]) -> str:
+    """Keep, or empty, the work folder for this job; returns the log line saying which."""
+    work = Path(work_dir)
+    fp = fingerprint(settings)
+    reason = None
+    if (work / PUBLISHED).exists():
+        reason = "the previous job finished and published this run: training it again from step 0"
+    elif (work / FINGERPRINT).exists() and (work / FINGERPRINT).read_text().strip() != fp:
+        reason = f"{work} was written with other training settings: training from step 0"
+    if reason is not None:
+        history = (work / HISTORY).read_bytes() if (work / HISTORY).exists() else None
+        shutil.rmtree(work)
+        if history is not None:
+            work.mkdir(parents=True)
+            (work / HISTORY).write_bytes(history)
+    fresh = not work.exists() or not any(p.name != HISTORY for p in work.iterdir())
+    work.mkdir(parents=True, exist_ok=True)
+    write_text(work / FINGERPRINT, fp + "\n")
+    if reason is not None:
+        return reason
+    return "a new run: training from step 0" if fresh else f"resuming from what the interrupted job left in {work}"
+
+
+def mark_published(work_dir: str | Path) -> None:
+    """The job's last act: its outputs are published (a later job of this run is a retrain)."""
+    write_json(Path(work_dir) / PUBLISHED, {"published_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
