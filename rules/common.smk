@@ -77,6 +77,11 @@ def run_dir(w):
     return f"{R}/runs/{w.study}/{w.model}/{w.setting}/seed{w.seed}"
 
 
+def work_dir(run_path):
+    """A run's undeclared work folder (resume checkpoints; vicurl.engines.workdir)."""
+    return f"{R}/runs/{run_path}/_work"
+
+
 def source_run_input(w):
     """A continued run's source run, trained: its metrics (vicurl.runs.source_run)."""
     src = runs_lib.source_run(config, run_of(w))
@@ -88,7 +93,7 @@ def start_from(w):
     src = runs_lib.source_run(config, run_of(w))
     if src is None:
         return None
-    return {"run": src.path, "work_dir": f"{R}/runs/{src.path}/_work", "step": runs_lib.total_steps(config, src.study)}
+    return {"run": src.path, "work_dir": work_dir(src.path), "step": runs_lib.total_steps(config, src.study)}
 
 
 def all_runs():

@@ -21,7 +21,7 @@ rule train:
         provenance=f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/provenance.json",
     params:
         model_dir=lambda w: base_model_dir(w.model),
-        work_dir=lambda w: f"{run_dir(w)}/_work",
+        work_dir=lambda w: work_dir(run_of(w).path),
         settings=lambda w: runs_lib.train_settings(config, run_of(w)),
         start_from=start_from,
         engine=config["engine"],

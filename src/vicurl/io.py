@@ -31,6 +31,14 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def link_or_copy(src: str | Path, dst: str | Path) -> None:
+    """A hard link of file ``src`` at ``dst`` (no copy of big checkpoints), a copy across file systems."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def write_json(path: str | Path, obj: Any) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -43,7 +42,7 @@ from vicurl.algos.grpo import LossConfig, grpo_loss
 from vicurl.engines import step as engine_step
 from vicurl.curriculum import Batch, make_curriculum
 from vicurl.generation import Rollouts, sample
-from vicurl.io import atomic_path, write_text
+from vicurl.io import atomic_path, link_or_copy, write_text
 from vicurl.prompts import build_prompts
 
 log = logging.getLogger(__name__)
@@ -406,10 +405,7 @@ class LocalTrainer:
             raise RuntimeError(f"{src} is missing: the run this one continues has no training state of step {step} "
                                f"(its work folder was deleted?); retrain it to continue from it")
         with atomic_path(self._ckpt_path(step)) as tmp:
-            try:
-                os.link(src, tmp)
-            except OSError:
-                shutil.copyfile(src, tmp)
+            link_or_copy(src, tmp)
         log.info("continuing from %s (step %d)", src, step)
 
     def export_dir(self, step: int) -> Path:
@@ -448,10 +444,7 @@ class LocalTrainer:
             if not src.exists():
                 raise RuntimeError(f"no export for step {step} in {src}; is it in train.export_steps?")
             with atomic_path(dest) as tmp:
-                try:
-                    shutil.copytree(src, tmp, copy_function=os.link)
-                except OSError:
-                    shutil.copytree(src, tmp)
+                shutil.copytree(src, tmp, copy_function=link_or_copy)
         write_text(metrics_path, "".join(json.dumps(_finite(m), sort_keys=True) + "\n" for m in self.history))
 
 

@@ -25,9 +25,8 @@ from typing import Any
 import pandas as pd
 
 from vicurl.evaluation.generate import check_problems
-from vicurl.prompts import build_prompts
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS
-from vicurl.prompts import prompt_token_ids
+from vicurl.prompts import build_prompts, prompt_token_ids
 
 
 def generate_records_vllm(model_dir: str, problems: pd.DataFrame, **kw) -> pd.DataFrame:

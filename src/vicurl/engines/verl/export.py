@@ -16,11 +16,10 @@ undone and to start a continued run from its source run's last save (``fork``),
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
-from vicurl.io import atomic_path
+from vicurl.io import atomic_path, link_or_copy
 
 TRACKER = "latest_checkpointed_iteration.txt"  # verl's record of its last complete save
 
@@ -121,15 +120,8 @@ def fork(source_work_dir: str | Path, work_dir: str | Path, step: int) -> None:
     if last_saved_step(src_ckpt) != int(step) or not step_dir(src_ckpt, step).is_dir():
         raise RuntimeError(f"{src_ckpt} has no complete save of step {step} (its last: {last_saved_step(src_ckpt)}): "
                            f"the run this one continues lost its final training state; retrain it to continue from it")
-
-    def link(src, dst):
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-
     with atomic_path(step_dir(ckpt, step)) as tmp:
-        shutil.copytree(step_dir(src_ckpt, step), tmp, copy_function=link)
+        shutil.copytree(step_dir(src_ckpt, step), tmp, copy_function=link_or_copy)
     metrics = Path(source_work_dir) / "metrics.jsonl"
     lines = [ln for ln in (metrics.read_text().splitlines() if metrics.exists() else [])
              if ln.strip() and int(json.loads(ln)["step"]) <= int(step)]
