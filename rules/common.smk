@@ -38,6 +38,12 @@ def manifest_path(name):
     return f"{R}/data/{name}.manifest.json"
 
 
+def on_bad_row(names):
+    """Each dataset's `on_bad_row`; it also says what becomes of a problem whose prompt is too long
+    for the model generating from it: dropped and counted, or the job refused (vicurl.long_prompts)."""
+    return {n: config["datasets"][n].get("on_bad_row", "fail") for n in names}
+
+
 def all_datasets():
     return [dataset_path(d) for d in config["datasets"]] + [manifest_path(d) for d in PREPARED]
 

@@ -18,6 +18,7 @@ rule generate:
         prompt_order=config["prompt"]["order"],
         chat_template=lambda w: runs_lib.chat_template(config, w.model),
         device=DEVICE,
+        on_bad_row=lambda w: on_bad_row([w.bench]),  # a prompt too long for the model: dropped and counted, or refused
     threads: config["threads"]
     resources:
         gpu=1 if VLLM_EVAL else 0,
@@ -40,6 +41,7 @@ use rule generate as generate_checkpoint with:
         f"{EVAL_DIR}/samples.parquet",
     params:
         benchmarks=checkpoint_benchmarks,  # a changed list regenerates the checkpoint
+        on_bad_row=lambda w: on_bad_row(checkpoint_benchmarks(w)),
     log:
         f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/generate.log",
     benchmark:

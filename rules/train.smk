@@ -55,6 +55,7 @@ rule prompt_stats:
         engine=config["eval"]["engine"],
         vllm=config["eval"]["vllm"],
         device=DEVICE,
+        on_bad_row=lambda w: on_bad_row([w.dataset])[w.dataset],  # a prompt too long for the model: dropped or refused
     threads: config["threads"]
     resources:
         gpu=1 if VLLM_EVAL else 0,

@@ -55,3 +55,88 @@ def test_one_load_for_several_benchmarks_gives_each_benchmarks_own_samples(tiny_
     write_records(sets["a"], tmp_path / "a.parquet")
     with pytest.raises(ValueError, match="a.parquet: not a checkpoint's records"):
         read_records(tmp_path / "a.parquet", benchmark="a")
+
+
+# ---------------------------------------------------------------- prompts too long for the model
+
+
+def with_long(df, ids, size=400):
+    """``df`` with the questions of ``ids`` ``size`` characters long (a token a character here)."""
+    df = df.copy()
+    df.loc[df["id"].isin(ids), "question"] = "What is " + "1+" * (size // 2) + "3?"
+    return df
+
+
+def test_the_models_context_less_the_response_budget_is_the_limit():
+    from transformers import GPT2Config, LlamaConfig
+
+    from vicurl.long_prompts import generation_limit, model_context
+
+    assert model_context(LlamaConfig(max_position_embeddings=256)) == 256  # the tiny demo model's
+    assert model_context(GPT2Config(n_positions=1024)) == 1024
+    assert model_context(LlamaConfig(max_position_embeddings=4096), max_model_len=2048) == 2048  # what vLLM serves
+    limit = generation_limit(256, 64, "datasets.arith_easy.on_bad_row")
+    assert limit.tokens == 192 and "the model's context of 256 tokens minus eval.max_new_tokens=64" in limit.what
+    assert generation_limit(None, 64, "x") is None
+    with pytest.raises(ValueError, match="eval.max_new_tokens=300 leaves no room for a prompt in the model's context of 256"):
+        generation_limit(256, 300, "x")
+
+
+def test_a_prompt_the_context_cannot_hold_is_refused_naming_set_and_row(tiny_model_dir):
+    """The generator itself never starts on a prompt longer than the context (512) less the budget:
+    an error names the set, the row and the setting that would drop it."""
+    kw = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=1, batch_size=4)
+    with pytest.raises(ValueError, match=r"math500: 1 prompt\(s\) longer than 506 tokens \(the model's context of 512 "
+                                         r"tokens minus eval.max_new_tokens=6\): 'q1' \(\d+ tokens\); "
+                                         r"set datasets.math500.on_bad_row: drop"):
+        generate_sets(tiny_model_dir, {"math500": with_long(problems(), ["q1"])}, **kw)
+
+
+def test_long_problems_are_dropped_and_counted_or_refused_per_on_bad_row(tiny_model_dir):
+    """A 1 MB question is dropped (``on_bad_row: drop``) before any generator sees it; the others are
+    sampled exactly as in a set without it. A set without long prompts is left as it is."""
+    from vicurl.long_prompts import fit_sets
+
+    kw = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=1, batch_size=4)
+    huge = with_long(problems(), ["q1"], size=1_000_000)
+    kept, reports = fit_sets(tiny_model_dir, {"a": huge, "b": problems()}, max_new_tokens=6,
+                             policies={"a": "drop", "b": "fail"})
+    assert list(kept["a"]["id"]) == ["q0", "q2"]
+    assert reports["a"]["dropped"] == 1 and reports["a"]["dropped_ids"] == ["q1"] and reports["a"]["rows"] == 3
+    assert reports["a"]["max_prompt_length"] == 506 and reports["a"]["longest"] > 1_000_000
+    pd.testing.assert_frame_equal(kept["b"], problems())  # nothing to drop: the same problems, the same samples
+    assert reports["b"]["dropped"] == 0
+    sets = generate_sets(tiny_model_dir, kept, **kw)
+    pd.testing.assert_frame_equal(sets["b"], gen(tiny_model_dir))
+    pd.testing.assert_frame_equal(sets["a"], generate_records(tiny_model_dir, problems().iloc[[0, 2]], **kw))
+    with pytest.raises(ValueError, match=r"a \(data/a.parquet\): 1 prompt\(s\) longer than 506 tokens .*'q1' "
+                                         r"\(\d+ tokens\); set datasets.a.on_bad_row: drop"):
+        fit_sets(tiny_model_dir, {"a": huge}, max_new_tokens=6, policies="fail", sources={"a": "a (data/a.parquet)"})
+    with pytest.raises(ValueError, match="a: all 3 prompts are longer than 506 tokens"):
+        fit_sets(tiny_model_dir, {"a": with_long(problems(), ["q0", "q1", "q2"])}, max_new_tokens=6, policies="drop")
+
+
+def test_dropped_problems_are_counted_not_scored(tmp_path):
+    """Grading meets only the problems that were generated: a dropped one is not scored as wrong, and
+    the score record counts it (from the samples file's metadata, both file layouts)."""
+    from vicurl.evaluation.checkpoint import grade_run
+    from vicurl.evaluation.records import dropped_problems, read_meta
+
+    samples = pd.DataFrame({"problem_id": ["q0", "q0", "q2", "q2"], "sample_idx": [0, 1, 0, 1],
+                            "text": ["\\boxed{3}", "\\boxed{0}", "\\boxed{5}", "\\boxed{5}"], "n_tokens": [3] * 4,
+                            "truncated": [False] * 4})
+    report = {"max_prompt_length": 506, "rows": 3, "dropped": 1, "dropped_ids": ["q1"], "longest": 900}
+    write_records(samples, tmp_path / "a.parquet", meta={"long_prompts": {"a": report}})
+    write_records(combine({"a": samples, "b": samples}), tmp_path / "ckpt.parquet",
+                  meta={"long_prompts": {"a": report, "b": {**report, "dropped": 0, "dropped_ids": []}}})
+    pd.testing.assert_frame_equal(read_records(tmp_path / "a.parquet"), samples, check_dtype=False)
+    assert dropped_problems(read_meta(tmp_path / "a.parquet")) == {"a": 1}
+    assert dropped_problems(read_meta(tmp_path / "ckpt.parquet")) == {"a": 1, "b": 0}
+    write_records(samples, tmp_path / "old.parquet")  # a file written before (or without) the count
+    assert read_meta(tmp_path / "old.parquet") == {} and dropped_problems({}) == {}
+    run = dict(study="main", model="m", reward="oracle", curriculum="vicurl", seed=0)
+    _, scores = grade_run([(10, {"a": read_records(tmp_path / "a.parquet")})], {"a": problems()}, ks=(1,),
+                          identity=run, dropped={10: dropped_problems(read_meta(tmp_path / "a.parquet"))})
+    (rec,) = scores
+    # q0 1 of 2 right, q2 2 of 2: pass@1 0.75 over the 2 problems generated; q1 is counted, not scored
+    assert rec["n_problems"] == 2 and rec["n_long_prompts_dropped"] == 1 and rec["pass@1"] == pytest.approx(0.75)

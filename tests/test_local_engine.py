@@ -192,3 +192,55 @@ def test_adarft_and_sent_choose_the_prompts(char_model_dir, tmp_path):
     assert set(tr.curriculum.propose(1, [])) <= set(df["id"][stats["semantic_entropy"] < 6])
     with pytest.raises(ValueError, match="needs per-prompt statistics"):
         LocalTrainer(cfg, char_model_dir, df, tmp_path / "s2")
+
+
+# ---------------------------------------------------------------- prompts over train.max_prompt_length
+
+
+def with_long_questions(df, rows, size=1_000_000):
+    """``df`` with the question of ``rows`` a ``size``-character one (a token a character here)."""
+    df = df.copy()
+    for i in rows:
+        df.loc[i, "question"] = "Compute " + "1+" * (size // 2) + "1."
+    return df
+
+
+def test_a_huge_training_question_is_dropped_and_counted(char_model_dir, tmp_path):
+    """A 1 MB question (1M tokens) is never sampled from: the run trains on the other rows, exactly as
+    on the set without it, and says what it dropped in _work/long_prompts.json."""
+    cfg = config(total_steps=2, export_steps=[], save_every=2)
+    tr = LocalTrainer(cfg, char_model_dir, with_long_questions(problems(), [5]), tmp_path / "w", source="train.parquet")
+    assert "p5" not in list(tr.train_df["id"]) and len(tr.train_df) == len(tr.prompts) == 23
+    report = json.loads((tmp_path / "w" / "long_prompts.json").read_text())
+    assert report == tr.long_prompts
+    assert report["dropped"] == 1 and report["dropped_ids"] == ["p5"] and report["rows"] == 24
+    assert report["max_prompt_length"] == 512 and report["longest"] > 1_000_000
+    without = problems().drop(index=5).reset_index(drop=True)
+    strip = lambda h: [{k: v for k, v in m.items() if not k.startswith("time/")} for m in h]  # noqa: E731
+    assert json.dumps(strip(tr.run())) == json.dumps(strip(LocalTrainer(cfg, char_model_dir, without, tmp_path / "v").run()))
+
+
+def test_a_set_without_long_prompts_is_trained_as_given(char_model_dir, tmp_path):
+    tr = LocalTrainer(config(), char_model_dir, problems(), tmp_path / "w")
+    from vicurl.prompts import build_prompts
+
+    pd.testing.assert_frame_equal(tr.train_df, problems())
+    assert tr.prompts == build_prompts(problems(), "question_first", tr.tokenizer, "auto")
+    assert tr.long_prompts["dropped"] == 0 and tr.long_prompts["longest"] < 512
+
+
+def test_long_training_prompts_refuse_the_set_naming_the_rows(char_model_dir, tmp_path):
+    df = with_long_questions(problems(), [3, 7], size=600)
+    with pytest.raises(ValueError, match=r"train.parquet: 2 prompt\(s\) longer than train.max_prompt_length=512 tokens: "
+                                         r"'p3' \(\d+ tokens\), 'p7' .*set train.long_prompts: drop"):
+        LocalTrainer(config(long_prompts="fail"), char_model_dir, df, tmp_path / "f", source="train.parquet")
+    with pytest.raises(ValueError, match="train.long_prompts must be one of"):
+        LocalTrainer(config(long_prompts="cut"), char_model_dir, df, tmp_path / "c")
+    # dropping every row, or too many for a batch, is an error saying so, not a crash later
+    with pytest.raises(ValueError, match=r"train.parquet: all 24 prompts are longer than train.max_prompt_length=20 "
+                                         r"tokens .*nothing left"):
+        LocalTrainer(config(max_prompt_length=20), char_model_dir, df, tmp_path / "a", source="train.parquet")
+    with pytest.raises(ValueError, match=r"train.parquet has 3 rows once 2 longer than train.max_prompt_length=512 "
+                                         r"tokens are dropped, fewer than train.batch_size=4"):
+        LocalTrainer(config(), char_model_dir, with_long_questions(problems(5), [1, 3], size=600), tmp_path / "b",
+                     source="train.parquet")

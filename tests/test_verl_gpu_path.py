@@ -23,7 +23,8 @@ from omegaconf import OmegaConf
 
 from vicurl.data import schema
 from vicurl.engines.verl import export, launch
-from vicurl.engines.verl.data import VERBATIM_TEMPLATE, drop_long_prompts, prompt_lengths
+from vicurl.engines.verl.data import VERBATIM_TEMPLATE
+from vicurl.long_prompts import fit, prompt_lengths, training_limit
 from vicurl.prompts import build_prompts
 from vicurl.engines.verl.trainer import CURRICULUM_STATE, VICuRLTrainer
 
@@ -327,12 +328,12 @@ def test_long_prompts_are_dropped_and_counted_or_refused(chat_model_dir, tmp_pat
     tok = AutoTokenizer.from_pretrained(chat_model_dir)
     df = train_df(6, long_every=3)  # p0, p3 are long
     prompts = build_prompts(df, "question_first", tok, True)
-    kept, kept_prompts, report = drop_long_prompts(df, prompts, tok, 220)
+    kept, kept_prompts, report = fit(df, prompts, tok, training_limit(220))
     assert report["dropped"] == 2 and report["dropped_ids"] == ["p0", "p3"] and report["rows"] == 6
     assert list(kept["id"]) == ["p1", "p2", "p4", "p5"] and kept_prompts == [prompts[i] for i in (1, 2, 4, 5)]
     assert max(prompt_lengths(tok, kept_prompts)) <= 220 < report["longest"]
     with pytest.raises(ValueError, match=r"train.parquet: 2 prompt\(s\) longer than train.max_prompt_length=220.*'p0'"):
-        drop_long_prompts(df, prompts, tok, 220, "fail", source="train.parquet")
+        fit(df, prompts, tok, training_limit(220), "fail", source="train.parquet")
 
 
 def test_the_launcher_trains_on_the_kept_rows_only(chat_model_dir, tmp_path):

@@ -227,3 +227,26 @@ def test_prompt_stats_transformers_engine_never_imports_vllm(char_model_dir, mon
     assert list(stats["k"]) == [2]
     with pytest.raises(ValueError, match="eval.engine must be one of"):
         offline_statistics(str(char_model_dir), problems, settings, engine="hf")
+
+
+def test_vllm_refuses_a_prompt_longer_than_the_context_it_serves(fake_vllm, char_model_dir):
+    """The context is eval.vllm's max_model_len where it is set (else the model's): a prompt that
+    cannot get its whole response budget is refused naming set and row, before an engine starts;
+    dropped first where the dataset says so, rule prompt_stats included."""
+    long = "What is " + "1+" * 60 + "1?"
+    problems = pd.DataFrame({"id": ["a", "b"], "question": ["Compute 1 + 1.", long], "answer": ["2", "2"],
+                             "answer_type": ["math", "math"]})
+    kw = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=16, seed=0)
+    generate_records_vllm(str(char_model_dir), problems, **kw)  # the model's 512 positions hold both
+    with pytest.raises(ValueError, match=r"gsm: 1 prompt\(s\) longer than 240 tokens \(the model's context of 256 tokens "
+                                         r"minus eval.max_new_tokens=16\): 'b' .*datasets.gsm.on_bad_row: drop"):
+        generate_sets_vllm(str(char_model_dir), {"gsm": problems}, engine_args={"max_model_len": 256}, **kw)
+    assert fake_vllm["engines"] == 1  # only the first call's
+    settings = {"k": 2, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 16, "batch_size": 4, "seed": 0}
+    stats = offline_statistics(str(char_model_dir), problems, settings, engine="vllm", vllm_args={"max_model_len": 256},
+                               dataset="train", on_bad_row="drop")
+    assert list(stats["id"]) == ["a"] and len(fake_vllm["prompts"]) == 1
+    with pytest.raises(ValueError, match=r"train: 1 prompt\(s\) longer than 240 tokens \(the model's context of 256 "
+                                         r"tokens minus prompt_stats.max_new_tokens=16\): 'b'"):
+        offline_statistics(str(char_model_dir), problems, settings, engine="vllm", vllm_args={"max_model_len": 256},
+                           dataset="train")

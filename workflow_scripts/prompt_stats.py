@@ -18,6 +18,8 @@ stats = offline_statistics(
     chat_template=snakemake.params.chat_template,
     threads=snakemake.threads,
     device=snakemake.params.device,
+    dataset=snakemake.wildcards.dataset,
+    on_bad_row=snakemake.params.on_bad_row,  # a prompt too long for the model: dropped (no statistics) or refused
 )
 with atomic_path(snakemake.output[0]) as tmp:
     stats.to_parquet(tmp, index=False)

@@ -30,15 +30,19 @@ else:
 
     cfg = TrainConfig.from_dict(settings)
     stats = pd.read_parquet(stats_path) if stats_path else None
+    # prompts over train.max_prompt_length tokens dropped (counted in _work/long_prompts.json) or refused, as on verl
     trainer = LocalTrainer(cfg, snakemake.params.model_dir, schema.read(snakemake.input.train_set),
-                           snakemake.params.work_dir, prompt_stats=stats)
+                           snakemake.params.work_dir, prompt_stats=stats, source=str(snakemake.input.train_set))
+    data = {"long_prompts": trainer.long_prompts}
     if start:
         trainer.fork(start["work_dir"], start["step"])
     trainer.run()
     out = Path(snakemake.output.checkpoints)
     trainer.publish({s: out / f"step{s}" for s in cfg.export_steps}, snakemake.output.metrics)
 write_json(snakemake.output.settings, settings)
-prompt = rendered_example(snakemake.params.model_dir, schema.read(snakemake.input.train_set),
+rows = schema.read(snakemake.input.train_set)
+too_long = set(data.get("long_prompts", {}).get("dropped_ids", []))  # the example is a prompt the run trained on
+prompt = rendered_example(snakemake.params.model_dir, rows[~rows["id"].astype(str).isin(too_long)],
                           settings.get("prompt_order", "question_first"), settings.get("chat_template", "auto"))
 # the resolved config, package versions and git commit of this run (written last, atomically)
 w = snakemake.wildcards

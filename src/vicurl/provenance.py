@@ -62,8 +62,8 @@ def _plain(obj: Any) -> Any:
 def provenance(run: Mapping[str, Any], settings: Mapping[str, Any], config: Mapping[str, Any],
                repo: str | Path, engine: str, data: Mapping[str, Any] | None = None,
                prompt: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``data``: what the engine reports of the run's inputs (the verl engine: prompts dropped as too
-    long); ``prompt``: one training prompt as the model saw it (``prompts.rendered_example``)."""
+    """``data``: what the engine reports of the run's inputs (either engine: prompts dropped as too
+    long, `vicurl.long_prompts`); ``prompt``: one training prompt as the model saw it (``prompts.rendered_example``)."""
     return {
         "run": _plain(run),
         "engine": engine,

@@ -127,7 +127,9 @@ class Curriculum:
                 raise ValueError(f"curriculum {self.name!r}: prompt statistics lack column(s) {missing}")
             unknown = sorted(set(self.ids) - set(stats["id"].astype(str)))
             if unknown:
-                raise ValueError(f"curriculum {self.name!r}: no statistics for {len(unknown)} prompt(s), e.g. {unknown[:3]}")
+                raise ValueError(f"curriculum {self.name!r}: no statistics for {len(unknown)} prompt(s), e.g. {unknown[:3]} "
+                                 f"(rule prompt_stats drops a prompt longer than the model's context minus "
+                                 f"prompt_stats.max_new_tokens: its log names them)")
 
     def stat(self, stats: pd.DataFrame, column: str) -> "np.ndarray":
         """``stats[column]`` in training-set order (after ``setup``)."""

@@ -15,6 +15,9 @@ has high entropy.
 
 ``offline_statistics`` is the whole rule: sampling goes through ``eval.engine``'s generator
 (``vicurl.evaluation.engines``: vLLM on GPU clusters), grading through the evaluation's graders.
+A prompt longer than the model's context minus ``prompt_stats.max_new_tokens`` is dropped (no
+statistics; the log names it) or refuses the set, per the training set's ``on_bad_row``
+(``vicurl.long_prompts``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pandas as pd
 from vicurl.evaluation.engines import generate_sets_with
 from vicurl.evaluation.grade import grade_records
 from vicurl.grading import is_equiv
+from vicurl.long_prompts import fit_sets
 
 COLUMNS = ["id", "k", "pass_rate", "difficulty", "semantic_entropy", "n_clusters", "no_answer_rate"]
 
@@ -89,13 +93,20 @@ def offline_statistics(
     chat_template: bool | str = "auto",
     threads: int = 1,
     device: str = "auto",
+    dataset: str = "",
+    on_bad_row: str = "fail",
 ) -> pd.DataFrame:
     """Rule prompt_stats: ``settings["k"]`` samples of the model per problem from ``engine``
-    (``eval.engine``), graded, one row per prompt. ``settings``: the config's ``prompt_stats``."""
+    (``eval.engine``), graded, one row per prompt. ``settings``: the config's ``prompt_stats``;
+    ``dataset``, ``on_bad_row``: the training set's name and its ``on_bad_row``."""
+    kept, _ = fit_sets(model_dir, {dataset: problems}, max_new_tokens=settings["max_new_tokens"], policies=on_bad_row,
+                       prompt_order=prompt_order, chat_template=chat_template,
+                       max_model_len=(vllm_args or {}).get("max_model_len") if engine == "vllm" else None,
+                       budget_key="prompt_stats.max_new_tokens")
     records = generate_sets_with(
-        engine, model_dir, {"": problems}, n=settings["k"], temperature=settings["temperature"],
+        engine, model_dir, kept, n=settings["k"], temperature=settings["temperature"],
         top_p=settings["top_p"], max_new_tokens=settings["max_new_tokens"], seed=settings["seed"],
         prompt_order=prompt_order, chat_template=chat_template, batch_size=settings["batch_size"],
         threads=threads, device=device, vllm_args=vllm_args,
-    )[""]
-    return prompt_statistics(grade_records(records, problems))
+    )[dataset]
+    return prompt_statistics(grade_records(records, kept[dataset]))

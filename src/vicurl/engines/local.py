@@ -43,7 +43,7 @@ from vicurl.engines import step as engine_step
 from vicurl.curriculum import Batch, make_curriculum
 from vicurl.generation import Rollouts, sample
 from vicurl.io import atomic_path, link_or_copy, write_text
-from vicurl.prompts import build_prompts
+from vicurl.long_prompts import fit_training_set, write_report
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class TrainConfig:
     temperature: float = 1.0  # rollout temperature
     top_p: float = 1.0
     max_prompt_length: int = 512
-    long_prompts: str = "drop"  # the verl engine's policy for prompts over max_prompt_length (engines/verl/data.py)
+    long_prompts: str = "drop"  # a longer prompt is dropped and counted, or refuses the set (vicurl.long_prompts)
     max_response_length: int = 3072
     mini_batch_size: int | None = None  # prompts per optimizer step; None = the whole batch
     micro_batch_size: int = 64  # sequences per forward/backward
@@ -133,11 +133,16 @@ def first_of_each_group(rollouts: Rollouts, n: int, g: int) -> Rollouts:
 class LocalTrainer:
     def __init__(self, cfg: TrainConfig, model_path: str | Path, train_df: pd.DataFrame, work_dir: str | Path,
                  prompt_stats: pd.DataFrame | None = None, ref_model_path: str | Path | None = None,
-                 device: str | torch.device = "cpu"):
+                 device: str | torch.device = "cpu", source: str = "the training set"):
         """``ref_model_path``: the frozen reference policy when it is not ``model_path`` itself
         (a variance probe loads a checkpoint as the policy and the initial model as reference).
         ``device`` (``vicurl.devices.resolve``): the CPU by default, so local training keeps the
-        demo's numbers anywhere; the variance probes pass theirs (``auto``)."""
+        demo's numbers anywhere; the variance probes pass theirs (``auto``). ``source``: the
+        training set's file, named in errors and in the log.
+
+        Prompts over ``max_prompt_length`` tokens are dropped (``long_prompts: drop``; the count and
+        ids in ``<work>/long_prompts.json``, ``self.long_prompts`` and the log) or refuse the set
+        (``fail``), as on the verl engine: ``self.train_df`` holds the rows trained on."""
         self.cfg = cfg
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -146,12 +151,19 @@ class LocalTrainer:
         self.n_votes = int(cfg.reward_params.get("n_votes") or cfg.group_size)
         if self.n_votes < cfg.group_size:
             raise ValueError(f"rewards.{cfg.reward}.n_votes={self.n_votes} is below train.group_size={cfg.group_size}")
-        if len(train_df) < cfg.batch_size:
-            raise ValueError(f"training set has {len(train_df)} rows, fewer than train.batch_size={cfg.batch_size}")
-        self.train_df = train_df.reset_index(drop=True)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        # before anything sees the rows: a prompt too long to sample from would fail an allocation
+        # deep in `generate`, naming neither the set nor the row
+        self.train_df, self.prompts, self.long_prompts = fit_training_set(
+            train_df, self.tokenizer, max_prompt_length=cfg.max_prompt_length, policy=cfg.long_prompts,
+            prompt_order=cfg.prompt_order, chat_template=cfg.chat_template, source=source)
+        write_report(self.work_dir, self.long_prompts, source)
+        if len(self.train_df) < cfg.batch_size:
+            dropped = self.long_prompts["dropped"]
+            why = f" once {dropped} longer than {self.long_prompts['limit']} are dropped" if dropped else ""
+            raise ValueError(f"{source} has {len(self.train_df)} rows{why}, fewer than train.batch_size={cfg.batch_size}")
         torch.manual_seed(cfg.seed)
         self.device = devices.resolve(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.policy = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(self.device)
         self.policy.train()
         self._sampler = None  # the bf16 copy rollouts are drawn from on CUDA (``sampling_model``)
@@ -174,7 +186,6 @@ class LocalTrainer:
         self.row_of = {pid: i for i, pid in enumerate(self.ids)}
         if len(self.row_of) != len(self.ids):
             raise ValueError("training set ids are not unique")
-        self.prompts = build_prompts(self.train_df, cfg.prompt_order, self.tokenizer, cfg.chat_template)
         self.step = 0
         self.history: list[dict[str, Any]] = []
 

@@ -6,6 +6,11 @@ column first) and one score record per benchmark (``score.score`` plus ``identit
 benchmark). The numbers are those of grading each benchmark alone: a benchmark's samples meet
 only its own problems.
 
+Problems that generation dropped because their prompt was too long for the model (``dropped``:
+their number per benchmark, from the sample files' metadata, ``records.read_meta``) have no
+samples: they are neither graded nor scored as wrong, and the score record counts them
+(``n_long_prompts_dropped``, next to ``n_problems``, the problems scored).
+
 ``grade_run(checkpoints, problems, ks, identity)`` does this for each (step, samples) of a run, one
 checkpoint in memory at a time, and returns the verdicts of all of them (``VERDICT_COLUMNS``: the
 graded samples without the response text, which stays in the checkpoints' sample files) and one
@@ -26,7 +31,10 @@ VERDICT_COLUMNS = ["step", "benchmark", "problem_id", "sample_idx", "extracted",
 
 
 def grade_checkpoint(samples: Mapping[str, pd.DataFrame], problems: Mapping[str, pd.DataFrame],
-                     ks: Iterable[int], identity: Mapping[str, Any]) -> tuple[pd.DataFrame, list[dict]]:
+                     ks: Iterable[int], identity: Mapping[str, Any],
+                     dropped: Mapping[str, int] | None = None) -> tuple[pd.DataFrame, list[dict]]:
+    """``dropped``: per benchmark, its problems left out for a prompt too long for the model (none
+    given: the records carry no count)."""
     if not samples:
         raise ValueError("a checkpoint with no benchmarks to grade")
     missing = [b for b in samples if b not in problems]
@@ -35,20 +43,24 @@ def grade_checkpoint(samples: Mapping[str, pd.DataFrame], problems: Mapping[str,
     graded, records = [], []
     for bench, df in samples.items():
         g = grade_records(df, problems[bench])
-        records.append({**score(g, ks=ks), **identity, "benchmark": bench})
+        counts = {} if dropped is None else {"n_long_prompts_dropped": int(dropped.get(bench, 0))}
+        records.append({**score(g, ks=ks), **counts, **identity, "benchmark": bench})
         graded.append(g.assign(benchmark=bench))
     out = pd.concat(graded, ignore_index=True)
     return out[["benchmark", *[c for c in out.columns if c != "benchmark"]]], records
 
 
 def grade_run(checkpoints: Iterable[tuple[int, Mapping[str, pd.DataFrame]]], problems: Mapping[str, pd.DataFrame],
-              ks: Iterable[int], identity: Mapping[str, Any]) -> tuple[pd.DataFrame, list[dict]]:
+              ks: Iterable[int], identity: Mapping[str, Any],
+              dropped: Mapping[int, Mapping[str, int]] | None = None) -> tuple[pd.DataFrame, list[dict]]:
     """``checkpoints``: (step, benchmark -> samples) pairs, e.g. a generator reading each step's file
-    when it is its turn. ``identity``: the run's keys without ``step``."""
+    when it is its turn. ``identity``: the run's keys without ``step``. ``dropped``: per step, the
+    ``grade_checkpoint`` counts (a step without an entry dropped nothing)."""
     ks = list(ks)
     verdicts, records = [], []
     for step, samples in checkpoints:
-        graded, recs = grade_checkpoint(samples, problems, ks, {**identity, "step": int(step)})
+        counts = None if dropped is None else dropped.get(int(step), {})
+        graded, recs = grade_checkpoint(samples, problems, ks, {**identity, "step": int(step)}, counts)
         verdicts.append(graded.assign(step=int(step))[VERDICT_COLUMNS])
         records += recs
     if not verdicts:

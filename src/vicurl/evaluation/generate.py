@@ -16,6 +16,7 @@ import torch
 from vicurl import devices
 from vicurl.generation import sample
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS, empty, read_records, write_records  # noqa: F401 (re-exported)
+from vicurl.long_prompts import fit, generation_limit, model_context
 from vicurl.prompts import build_prompts
 
 
@@ -75,6 +76,8 @@ def generate_sets(
     ``generate_records`` on it: one job per checkpoint and one per benchmark write the same samples.
     Deterministic for a fixed (model, problems order, seed, batch_size, threads, device). Rows are
     problem-major in the order of the set's ``problems``. ``device``: ``vicurl.devices.resolve``.
+    A prompt longer than the model's context minus ``max_new_tokens`` is refused, naming the set and
+    the row: the caller drops such problems first where their dataset says so (``vicurl.long_prompts.fit_sets``).
     """
     for problems in problem_sets.values():
         check_problems(problems, n)
@@ -85,18 +88,22 @@ def generate_sets(
     return {
         name: sample_records(model, tokenizer, problems, n=n, temperature=temperature, top_p=top_p,
                              max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size,
-                             prompt_order=prompt_order, chat_template=chat_template)
+                             prompt_order=prompt_order, chat_template=chat_template, name=name)
         for name, problems in problem_sets.items()
     }
 
 
 def sample_records(model, tokenizer, problems: pd.DataFrame, *, n: int, temperature: float, top_p: float,
                    max_new_tokens: int, seed: int, batch_size: int, prompt_order: str,
-                   chat_template: bool | str) -> pd.DataFrame:
-    """``n`` samples per problem from a loaded model, as records."""
+                   chat_template: bool | str, name: str = "") -> pd.DataFrame:
+    """``n`` samples per problem from a loaded model, as records (``name``: the set's, for errors)."""
     if len(problems) == 0:
         return empty()
     prompts = build_prompts(problems, prompt_order, tokenizer, chat_template)
+    # a prompt the context cannot hold with its response budget would fail an allocation inside
+    # `generate` (a 10 MB question), naming neither the set nor the row: refused here by name
+    limit = generation_limit(model_context(model.config), max_new_tokens, f"datasets.{name or '<name>'}.on_bad_row")
+    fit(problems, prompts, tokenizer, limit, "fail", source=name or "the problem set")
     ro = sample(
         model,
         tokenizer,

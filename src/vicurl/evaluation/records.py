@@ -7,13 +7,18 @@ n_tokens    int   response tokens up to and including the first EOS (max_new_tok
 truncated   bool  no EOS within ``max_new_tokens``
 
 Both generation paths (transformers on CPU, vLLM on GPUs) write these columns. A checkpoint's file
-(`eval.per_checkpoint`) holds every benchmark's records, with a ``benchmark`` column in front. This module
-imports neither torch nor transformers, so grading jobs start fast.
+(`eval.per_checkpoint`) holds every benchmark's records, with a ``benchmark`` column in front. A
+file's metadata (``read_meta``) says what generation left out: ``long_prompts``, per benchmark, the
+report of `vicurl.long_prompts.fit_sets` (problems whose prompt the model's context could not hold
+with the response budget, dropped and counted; grading scores the others and records the count).
+This module imports neither torch nor transformers, so grading jobs start fast.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -21,19 +26,41 @@ from vicurl.io import atomic_path
 
 RECORD_COLUMNS = ["problem_id", "sample_idx", "text", "n_tokens", "truncated"]
 DTYPES = {"problem_id": str, "sample_idx": "int64", "text": str, "n_tokens": "int64", "truncated": bool}
+META_KEY = b"vicurl"  # the parquet schema's key-value metadata entry holding ``meta`` (JSON)
 
 
 def empty() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=DTYPES[c]) for c in RECORD_COLUMNS})
 
 
-def write_records(df: pd.DataFrame, path: str | Path) -> None:
-    """Write records as parquet atomically (a killed job leaves no partial file)."""
+def write_records(df: pd.DataFrame, path: str | Path, meta: Mapping[str, Any] | None = None) -> None:
+    """Write records as parquet atomically (a killed job leaves no partial file), with ``meta`` (JSON)
+    in the file's metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     missing = [c for c in RECORD_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"records lack column(s) {missing}")
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    if meta is not None:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               META_KEY: json.dumps(meta, sort_keys=True).encode()})
     with atomic_path(path) as tmp:
-        df.to_parquet(tmp, index=False)
+        pq.write_table(table, tmp)
+
+
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """The ``meta`` a records file was written with (``{}`` for none: files of earlier versions)."""
+    import pyarrow.parquet as pq
+
+    raw = (pq.read_schema(path).metadata or {}).get(META_KEY)
+    return json.loads(raw) if raw else {}
+
+
+def dropped_problems(meta: Mapping[str, Any]) -> dict[str, int]:
+    """Problems left out of each benchmark's records because their prompt was too long for the model."""
+    return {bench: int(report["dropped"]) for bench, report in (meta.get("long_prompts") or {}).items()}
 
 
 def combine(records: dict[str, pd.DataFrame]) -> pd.DataFrame:

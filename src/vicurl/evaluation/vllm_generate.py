@@ -26,6 +26,7 @@ import pandas as pd
 
 from vicurl.evaluation.generate import check_problems
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS
+from vicurl.long_prompts import fit, generation_limit, model_context
 from vicurl.prompts import build_prompts, prompt_token_ids
 
 
@@ -50,16 +51,22 @@ def generate_sets_vllm(
     """The records of several problem sets (benchmarks), by name, from one engine and one
     ``generate`` call (vLLM batches across sets). Problem i of a set is seeded ``seed + i`` as when
     the set is generated alone. ``engine_args``: keyword arguments of ``vllm.LLM``
-    (tensor_parallel_size, gpu_memory_utilization, max_model_len, dtype, ...)."""
-    from transformers import AutoTokenizer
+    (tensor_parallel_size, gpu_memory_utilization, max_model_len, dtype, ...). A prompt longer than the
+    context vLLM serves minus ``max_new_tokens`` is refused, naming the set and the row, as on the CPU
+    path (the caller drops such problems first where their dataset says so: ``vicurl.long_prompts.fit_sets``)."""
+    from transformers import AutoConfig, AutoTokenizer
     from vllm import LLM, SamplingParams  # only in the GPU environment
 
     for problems in problem_sets.values():
         check_problems(problems, n)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    context = model_context(AutoConfig.from_pretrained(str(model_dir)), (engine_args or {}).get("max_model_len"))
     prompts, params = [], []
-    for problems in problem_sets.values():
-        prompts += [tokens_prompt(tokenizer, text) for text in build_prompts(problems, prompt_order, tokenizer, chat_template)]
+    for name, problems in problem_sets.items():
+        texts = build_prompts(problems, prompt_order, tokenizer, chat_template)
+        limit = generation_limit(context, max_new_tokens, f"datasets.{name or '<name>'}.on_bad_row")
+        fit(problems, texts, tokenizer, limit, "fail", source=name or "the problem set")
+        prompts += [tokens_prompt(tokenizer, text) for text in texts]
         params += [SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=int(seed) + i)
                    for i in range(len(problems))]
     llm = LLM(model=str(model_dir), seed=int(seed), **(engine_args or {}))

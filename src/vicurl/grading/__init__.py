@@ -2,6 +2,7 @@
 
 ``extract``   pulling the final answer out of a response (pure string work)
 ``equiv``     math equivalence: fast string / number paths, then math-verify (``symbolic``)
+``parts``     answers in several parts (``1, -2``; ``k = 45, n = 2``), compared part by part
 ``symbolic``  the worker-process pool that runs math-verify with a hard per-item timeout
 ``graders``   per answer type (math, multiple_choice, option, bool, integer, float, list):
               how to extract, how to read the gold answer, how to compare

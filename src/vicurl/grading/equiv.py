@@ -25,25 +25,22 @@ from fractions import Fraction
 from typing import Iterable, Sequence
 
 from vicurl.grading import symbolic
+from vicurl.grading.extract import strip_outer_braces, strip_text_commands
 
 MAX_SYMBOLIC_CHARS = 2000
 _CACHE_MAX = 500_000
 _cache: dict[tuple[str, str], bool] = {}
 
-_TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
 _SPACES = ("\\left", "\\right", "\\!", "\\,", "\\;", "\\:", "\\ ", "\\quad", "\\qquad", "~", "\\$", "$")
 
 
 def normalize(ans: str) -> str:
     """Canonical string form, the same for both sides; a conservative subset of the MATH normalizer."""
-    s = (ans or "").strip()
-    prev = None
-    while prev != s:  # nested \text{\textbf{...}}
-        prev, s = s, _TEXT_CMD.sub(r"\1", s)
+    s = strip_text_commands((ans or "").strip())
     for tok in _SPACES:
         s = s.replace(tok, "")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("−", "-")
-    s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°", "", s)  # degrees: 90^\circ == 90
+    s = re.sub(r"\^\s*+\{\s*+\\circ\s*+\}|\^\s*+\\circ|°", "", s)  # degrees: 90^\circ == 90
     s = s.replace("\\%", "").replace("%", "")
     s = re.sub(r"\s+", "", s)
     s = s.rstrip(".")
@@ -51,19 +48,9 @@ def normalize(ans: str) -> str:
     s = re.sub(r"\\frac\{([^{}]*)\}(\d)", r"\\frac{\1}{\2}", s)  # \frac{1}2
     s = re.sub(r"\\sqrt(\d+)", r"\\sqrt{\1}", s)  # \sqrt2
     s = re.sub(r"^[A-Za-z]=(?!=)", "", s)  # "x=5" -> "5" (a single-letter left side only)
-    while len(s) >= 2 and s[0] == "{" and s[-1] == "}" and _balanced(s[1:-1]):
-        s = s[1:-1]
-    m = re.fullmatch(r"\(([A-Za-z])\)", s)  # "(C)" -> "C"
+    s = strip_outer_braces(s)
+    m = re.fullmatch(r"\(([A-Za-z]|\d+)\)", s)  # "(C)" -> "C", AoPS's "(073)" -> "073"
     return m.group(1) if m else s
-
-
-def _balanced(s: str) -> bool:
-    depth = 0
-    for c in s:
-        depth += (c == "{") - (c == "}")
-        if depth < 0:
-            return False
-    return depth == 0
 
 
 _NUM = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")

@@ -1,6 +1,7 @@
 """Pulling the final answer out of a model's response (pure string work; nothing is evaluated).
 
 ``extract_boxed``   the content of the last ``\\boxed{...}`` / ``\\fbox{...}`` (brace matched)
+``final_boxes``     every box of the final answer (``\\boxed{1}, \\boxed{2}``), for several-part answers
 ``final_answer``    the boxed answer, else the text after the last "answer is" / "Answer:"
 ``extract_choice``  a multiple-choice letter (A-J), from the box, "the answer is (C)" or a lone letter
 ``parse_bool``      True / False from "True", "yes", "\\text{False}", ...
@@ -17,25 +18,19 @@ import math
 import re
 
 _BOX_CMDS = ("\\boxed", "\\fbox")
+_BARE_ARG = re.compile(r"\s*([^\s$]+)")
 
 
-def extract_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\boxed 5``); None if there is none or it is unbalanced.
+def _box_at(text: str, start: int) -> tuple[str, int] | None:
+    """(content, end) of the box whose command starts at ``start``; None when it never closes.
 
-    Braces are matched with escaped ``\\{`` / ``\\}`` skipped, so ``\\boxed{\\{1,2\\}}`` works. A last
-    box that never closes (a truncated response) is no answer, even if an earlier box exists:
-    the final answer is the last one the model wrote.
+    Braces are matched with escaped ``\\{`` / ``\\}`` skipped, so ``\\boxed{\\{1,2\\}}`` works.
     """
-    if not text:
-        return None
-    start = max(text.rfind(cmd) for cmd in _BOX_CMDS)
-    if start < 0:
-        return None
     cmd = next(c for c in _BOX_CMDS if text.startswith(c, start))
     i = start + len(cmd)
     if i < len(text) and text[i] == " ":  # "\boxed 5": the argument runs to the next space or "$"
-        m = re.match(r"\s*([^\s$]+)", text[i:])
-        return m.group(1) if m else None
+        m = _BARE_ARG.match(text, i)
+        return (m.group(1), m.end()) if m else None
     if i >= len(text) or text[i] != "{":
         return None
     depth, j = 0, i
@@ -49,9 +44,63 @@ def extract_boxed(text: str) -> str | None:
         elif c == "}":
             depth -= 1
             if depth == 0:
-                return text[i + 1 : j]
+                return text[i + 1 : j], j + 1
         j += 1
     return None  # unbalanced
+
+
+def _last_box_start(text: str, end: int) -> int:
+    return max(text.rfind(cmd, 0, end) for cmd in _BOX_CMDS)
+
+
+def extract_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` (or ``\\boxed 5``); None if there is none or it is unbalanced.
+
+    A last box that never closes (a truncated response) is no answer, even if an earlier box
+    exists: the final answer is the last one the model wrote.
+    """
+    if not text:
+        return None
+    start = _last_box_start(text, len(text))
+    box = _box_at(text, start) if start >= 0 else None
+    return None if box is None else box[0]
+
+
+# what may stand between two boxes of one final answer: "$\boxed{1}$ and $\boxed{2}$", "\boxed{1}, \boxed{2}"
+_CONNECTIVE = re.compile(r"(?:\s|\$|\\[()\[\]]|[,;&]|\\\\|\\q?quad|\\text\{\s*+(?:and|or)\s*+\}|\b(?:and|or)\b)*+")
+_MAX_GAP = 40
+MAX_FINAL_BOXES = 64
+
+
+def final_boxes(text: str) -> list[str] | None:
+    """The boxes of the final answer, in order: the last box and the boxes right before it that only
+    a connective separates (``,``, ``;``, "and", "or", ``$``, ``\\quad``); None when there is no box
+    or the last one never closes. ``\\boxed{(1, 2)}, \\boxed{(2, 1)}`` -> ``["(1, 2)", "(2, 1)"]``;
+    a box earlier in the text, or one enclosing another, is not part of the final answer.
+
+    Linear in the length: the text is searched backwards once, each box is matched once, and at
+    most ``MAX_FINAL_BOXES`` boxes are read (the last ones).
+    """
+    if not text:
+        return None
+    start = _last_box_start(text, len(text))
+    box = _box_at(text, start) if start >= 0 else None
+    if box is None:
+        return None
+    boxes = [box[0]]
+    while len(boxes) < MAX_FINAL_BOXES:
+        prev = _last_box_start(text, start)
+        if prev < 0:
+            break
+        got = _box_at(text, prev)
+        if got is None or got[1] > start:  # unbalanced, or it encloses the box after it
+            break
+        gap = text[got[1] : start]
+        if len(gap) > _MAX_GAP or not _CONNECTIVE.fullmatch(gap):
+            break
+        boxes.append(got[0])
+        start = prev
+    return boxes[::-1]
 
 
 def clean(answer: str | None) -> str | None:
@@ -62,7 +111,7 @@ def clean(answer: str | None) -> str | None:
     return s or None
 
 
-_ANSWER_IS = re.compile(r"(?:final\s+answer|answer)\s*(?:is|:)\s*:?\s*(.+)", re.IGNORECASE)
+_ANSWER_IS = re.compile(r"(?:final\s++answer|answer)\s*+(?:is|:)\s*+:?\s*+(.+)", re.IGNORECASE)
 
 
 def final_answer(text: str) -> str | None:
@@ -85,15 +134,69 @@ def final_answer(text: str) -> str | None:
 # ---------------------------------------------------------------- multiple choice
 
 _LETTERS = "ABCDEFGHIJ"
-_TEXT_WRAP = re.compile(r"\\(?:text|textbf|mathrm|mathbf|mbox)\s*\{([^{}]*)\}")
+# LaTeX commands whose argument is plain text: \text{5} reads as 5 (nested ones too)
+_TEXT_CMDS = r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*+\{"
+_GROUP_TOKENS = re.compile(rf"{_TEXT_CMDS}|[{{}}]")
+
+
+def strip_text_commands(s: str) -> str:
+    """Replace each ``\\text{...}``-style command by its argument when the argument holds no braces
+    (after its own inner commands are replaced): ``\\text{\\textbf{C}}`` -> ``C``, ``\\text{{a}}`` kept.
+
+    One left-to-right pass over the braces with a stack of open groups, so the cost is linear in
+    the length whatever the nesting (a loop of regex passes costs depth x length).
+    """
+    if "\\" not in s:
+        return s
+    out: list[str] = []
+    stack: list[list] = []  # per open group: [is_command, index of its opening chunk in out, has_braces]
+    pos = 0
+    for m in _GROUP_TOKENS.finditer(s):
+        out.append(s[pos : m.start()])
+        pos = m.end()
+        tok = m.group(0)
+        if tok == "}":
+            if not stack:
+                out.append(tok)
+                continue
+            is_cmd, at, has_braces = stack.pop()
+            if is_cmd and not has_braces:
+                out[at] = ""  # drop the command's opening and this "}": its argument stays
+                continue
+            if stack:
+                stack[-1][2] = True
+            out.append(tok)
+            continue
+        if tok == "{" and stack:
+            stack[-1][2] = True
+        stack.append([tok != "{", len(out), False])
+        out.append(tok)
+    out.append(s[pos:])
+    return "".join(out)
+
+
+def strip_outer_braces(s: str) -> str:
+    """``{{5}}`` -> ``5``: drop brace pairs that enclose the whole string (linear: one matching pass)."""
+    if len(s) < 2 or s[0] != "{" or s[-1] != "}":
+        return s
+    partner: dict[int, int] = {}
+    stack: list[int] = []
+    for j, c in enumerate(s):
+        if c == "{":
+            stack.append(j)
+        elif c == "}":
+            if not stack:
+                return s  # unbalanced: leave it alone
+            partner[stack.pop()] = j
+    k, n = 0, len(s)
+    while k < n - 1 - k and s[k] == "{" and partner.get(k) == n - 1 - k:
+        k += 1
+    return s[k : n - k]
 
 
 def unwrap_text(s: str) -> str:
     """Drop ``\\text{...}``-style wrappers (nested too) and surrounding ``$``."""
-    prev = None
-    while prev != s:
-        prev, s = s, _TEXT_WRAP.sub(r"\1", s)
-    return s.strip().strip("$").strip()
+    return strip_text_commands(s).strip().strip("$").strip()
 
 
 def letter_of(s: str, n_options: int = 10) -> str | None:
@@ -111,7 +214,7 @@ def letter_of(s: str, n_options: int = 10) -> str | None:
 
 
 _CHOICE_PHRASE = re.compile(
-    r"(?:answer|choice|option)\s*(?:is|:)?\s*:?\s*(?:option\s+)?\(?\s*([A-Ja-j])\s*\)?(?![A-Za-z0-9])",
+    r"(?:answer|choice|option)\s*+(?:is|:)?\s*+:?\s*+(?:option\s++)?\(?\s*+([A-Ja-j])(?:\s*+\))?(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
 
@@ -157,7 +260,10 @@ _FALSE = {"false", "no", "f", "n", "incorrect", "wrong"}
 def parse_bool(s: str | None) -> bool | None:
     if s is None:
         return None
-    w = re.sub(r"[\s.!]+$", "", unwrap_text(s)).strip("()").strip().lower()
+    w = unwrap_text(s)
+    if len(w) > 40:  # longer than any word below: not a yes / no (and no regex work on a long text)
+        return None
+    w = re.sub(r"[\s.!]+$", "", w).strip("()").strip().lower()
     if w in _TRUE:
         return True
     if w in _FALSE:
@@ -168,9 +274,9 @@ def parse_bool(s: str | None) -> bool | None:
 # ---------------------------------------------------------------- numbers and lists
 
 _NUMBER = r"[+-]?(?:\d+(?:,\d{3})*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
-_SCI = re.compile(rf"^({_NUMBER})\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{{?\s*([+-]?\d+)\s*\}}?$")
+_SCI = re.compile(rf"^({_NUMBER})\s*+(?:\\times|\\cdot|\*|x)\s*+10\s*+\^\s*+\{{?\s*+([+-]?\d+)\s*+\}}?$")
 _FRAC = re.compile(r"^([+-]?)\\[dt]?frac\{([+-]?\d+(?:\.\d+)?)\}\{([+-]?\d+(?:\.\d+)?)\}$")
-_SLASH = re.compile(r"^([+-]?\d+(?:\.\d+)?)\s*/\s*([+-]?\d+(?:\.\d+)?)$")
+_SLASH = re.compile(r"^([+-]?\d+(?:\.\d+)?)\s*+/\s*+([+-]?\d+(?:\.\d+)?)$")
 # a unit after the number: "%", "°", or letters after a space ("5 m/s") or two or more letters ("3.2kg");
 # never a single letter glued to the number ("3i", "2e", "5x" are not a number with a unit)
 _UNIT_TAIL = re.compile(
@@ -199,7 +305,7 @@ def parse_number(s: str | None) -> float | None:
         s = s.replace(tok, "")
     s = s.replace("−", "-").replace("{,}", ",").strip()
     s = re.split(r"=|\\approx|≈", s)[-1].strip()  # "x = 3.5" -> "3.5"
-    s = re.sub(r"\^\s*\{?\\circ\}?", "", s).strip()
+    s = re.sub(r"\^\s*+\{?\\circ\}?", "", s).strip()
     if s.startswith("{") and s.endswith("}"):
         s = s[1:-1].strip()
     v = _plain_number(s)

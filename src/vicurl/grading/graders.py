@@ -9,13 +9,13 @@ verifier-free rewards (answer vs answer, for voting and clustering):
 
 | type            | extraction                                   | comparison                          |
 |-----------------|----------------------------------------------|-------------------------------------|
-| math            | last ``\\boxed{}`` only (the paper's oracle)  | ``equiv`` (fast paths, math-verify) |
+| math            | last ``\\boxed{}`` only (the paper's oracle); every box of the final answer when the gold has several parts | ``equiv`` (fast paths, math-verify); part by part for a several-part gold (``parts``) |
 | multiple_choice | letter A-J from box / "answer is (C)" / lone | same letter (gold: a letter)        |
 | option          | as multiple_choice (TheoremQA's "(a)"-"(d)") | same letter, case-insensitive       |
 | bool            | box / "answer is" -> True / False            | same value                          |
 | integer         | box / "answer is"                            | the same integer [ours]             |
 | float           | box / "answer is"                            | within 4 % of gold [TheoremQA]      |
-| list            | box / "answer is" -> numbers                 | same length, sorted, element-wise [TheoremQA] |
+| list            | box(es) / "answer is" -> numbers             | same length, sorted, element-wise [TheoremQA] |
 | text            | box / "answer is"                            | the same words [ours]               |
 
 The TheoremQA rules (4 % relative tolerance, sorted lists) are its official
@@ -36,12 +36,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from vicurl.grading import symbolic
-from vicurl.grading.equiv import equiv_many
 from vicurl.grading.extract import (
     clean,
     extract_boxed,
     extract_choice,
     final_answer,
+    final_boxes,
     is_integer_text,
     letter_of,
     parse_bool,
@@ -50,6 +50,7 @@ from vicurl.grading.extract import (
     split_top_level,
     unwrap_text,
 )
+from vicurl.grading.parts import answers_equiv, several_parts
 
 Problem = Mapping[str, Any]
 THEOREMQA_REL_TOL = 0.04  # TheoremQA's within_eps [orig]
@@ -76,7 +77,17 @@ def n_options(problem: Problem) -> int:
 # ---------------------------------------------------------------- math
 
 
+def _joined_boxes(text: str) -> str | None:
+    """Every box of the final answer, joined by ", " (``\\boxed{1}, \\boxed{2}`` -> ``1, 2``)."""
+    boxes = [b for b in (clean(x) for x in final_boxes(text or "") or []) if b]
+    return ", ".join(boxes) or None
+
+
 def _math_extract(text: str, problem: Problem) -> str | None:
+    """The last box; every box of the final answer when the gold has several parts (only its
+    shape is read, never its value, so the verifier-free rewards extract alike)."""
+    if several_parts(_math_gold(problem)):
+        return _joined_boxes(text)
     return clean(extract_boxed(text or ""))
 
 
@@ -85,7 +96,7 @@ def _math_gold(problem: Problem) -> str:
 
 
 def _math_same(pairs, problems) -> list[bool]:
-    return equiv_many(pairs)
+    return answers_equiv(pairs)
 
 
 # ---------------------------------------------------------------- choices and booleans
@@ -119,6 +130,12 @@ def _bool_gold(problem: Problem) -> str:
 
 def _final_extract(text: str, problem: Problem) -> str | None:
     return final_answer(text)
+
+
+def _list_extract(text: str, problem: Problem) -> str | None:
+    """A list may be boxed as one (``\\boxed{[1, 2]}``) or part by part (``\\boxed{69}, \\boxed{84}``)."""
+    boxes = final_boxes(text or "")
+    return _joined_boxes(text) if boxes and len(boxes) > 1 else final_answer(text)
 
 
 def _plain_gold(problem: Problem) -> str:
@@ -170,7 +187,7 @@ def _numeric_same(integer: bool):
             else:
                 out.append(pv is not None and close_number(pv, gv, integer and is_integer_text(g)))
         if fallback:
-            for k, ok in zip(fallback, equiv_many([pairs[k] for k in fallback])):
+            for k, ok in zip(fallback, answers_equiv([pairs[k] for k in fallback])):
                 out[k] = ok
         return [bool(v) for v in out]
 
@@ -194,7 +211,7 @@ def _list_same(pairs, problems) -> list[bool]:
         gs = sorted(zip(gv, ints))
         out.append(all(close_number(a, b, i) for a, (b, i) in zip(sorted(pv), gs)))
     if fallback:
-        for k, ok in zip(fallback, equiv_many([pairs[k] for k in fallback])):
+        for k, ok in zip(fallback, answers_equiv([pairs[k] for k in fallback])):
             out[k] = ok
     return [bool(v) for v in out]
 
@@ -216,7 +233,7 @@ ANSWER_TYPES: dict[str, AnswerType] = {
     "bool": AnswerType(_bool_extract, _bool_gold, _equal),
     "integer": AnswerType(_final_extract, _plain_gold, _numeric_same(integer=True)),
     "float": AnswerType(_final_extract, _plain_gold, _numeric_same(integer=False)),
-    "list": AnswerType(_final_extract, _plain_gold, _list_same),
+    "list": AnswerType(_list_extract, _plain_gold, _list_same),
     "text": AnswerType(_final_extract, _plain_gold, _text_same),
 }
 

@@ -86,7 +86,7 @@ def run_probe(
     cfg = replace(train_cfg, group_size=probe.rollouts, micro_batch_size=micro_batch_size(device, train_cfg.micro_batch_size))
     with tempfile.TemporaryDirectory() as work:
         tr = LocalTrainer(cfg, checkpoint_dir, train_df, work, ref_model_path=base_dir, device=device)
-    ids = probe_prompt_ids(train_df, probe.n_prompts, probe.seed)
+    ids = probe_prompt_ids(tr.train_df, probe.n_prompts, probe.seed)  # the rows it trains on (long prompts dropped)
     part = tr._rollout(ids, seed=_seed_for(probe.seed, 5, cfg.seed, step))  # independent across run seeds
     selection = tr.curriculum.select(tr._batch(part, step + 1))
     kept = selection.mask.bool()

@@ -213,20 +213,20 @@ def prepare(settings: dict[str, Any], model_path: str, train_set: str, work: Pat
     from transformers import AutoTokenizer
 
     from vicurl.data import schema
-    from vicurl.engines.verl.data import drop_long_prompts, to_verl_frame
-    from vicurl.prompts import build_prompts
+    from vicurl.engines.verl.data import to_verl_frame
     from vicurl.io import atomic_path, write_json
+    from vicurl.long_prompts import fit_training_set, write_report
 
     write_json(work / "settings.json", settings)
     df = schema.read(train_set)
     tok = AutoTokenizer.from_pretrained(model_path)
-    prompts = build_prompts(df, settings.get("prompt_order", "question_first"), tok, settings.get("chat_template", "auto"))
-    df, prompts, report = drop_long_prompts(df, prompts, tok, int(settings.get("max_prompt_length", 512)),
-                                            settings.get("long_prompts", "drop"), source=str(train_set))
-    if report["dropped"]:
-        log.warning("%s: dropped %d of %d prompts longer than %d tokens (ids in %s)", train_set, report["dropped"],
-                    report["rows"], report["max_prompt_length"], work / "long_prompts.json")
-    write_json(work / "long_prompts.json", report)
+    # verl 0.9.1 would left-truncate a longer prompt with a warning (its data.truncation is not read on
+    # the rollout path): a cut question is never trained on
+    df, prompts, report = fit_training_set(
+        df, tok, max_prompt_length=int(settings.get("max_prompt_length", 512)),
+        policy=settings.get("long_prompts", "drop"), prompt_order=settings.get("prompt_order", "question_first"),
+        chat_template=settings.get("chat_template", "auto"), source=str(train_set))
+    write_report(work, report, str(train_set))
     schema.write(df, work / "train_set.parquet")
     with atomic_path(work / "verl_train.parquet") as tmp:
         to_verl_frame(df, prompts).to_parquet(tmp)

@@ -1,0 +1,157 @@
+"""Answers in several parts: ``1, -2``, ``(1, 2), (2, 1)``, ``k = 45, n = 2``, ``2, 3, \\text{ and } 4``.
+
+    split_parts(s)          the top-level parts of an answer (one part for "(1, 2)" or "10,\\!080")
+    several_parts(gold)     whether a gold answer has more than one part
+    answers_equiv(pairs)    equivalence of (answer, reference) pairs, part-wise where the reference
+                            has several parts, else ``equiv.equiv_many``
+
+Part-wise comparison, where the reference has k > 1 parts:
+
+* the answer must have exactly k parts (a set written ``\\{1, -2\\}`` counts as its elements);
+* labeled references (every part ``name = value``: ``k = 45``, ``f(n) = n``): an answer whose parts
+  are all labeled matches label to label; an unlabeled answer is read in the reference's order;
+* otherwise the parts are compared as a multiset (labels of the answer dropped): each reference
+  part matched by a different equivalent answer part (``69, 84`` == ``84, 69``).
+
+Each part is compared by ``equiv`` (normalized strings, exact numbers, math-verify in workers);
+all part comparisons of a batch go to the worker pool at once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from vicurl.grading.equiv import equiv_many
+
+MAX_PARTS = 64  # an answer with more parts is compared as one string
+
+# at depth 0: a comma or semicolon, "and" / "or" (bare or in \text{}), \quad
+_TOKENS = re.compile(r"\\[{}]|[([{]|[)\]}]|,|;|\\text\{\s*+(?:and|or)\s*+\}|\s(?:and|or)\s|\\q?quad")
+_SPACING = re.compile(r"\\left|\\right|\\!\s*+|\{,\}\s*+")
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?")
+_SET = re.compile(r"\\\{(.*)\\\}", re.DOTALL)
+_LEAD = re.compile(r"^(?:\\text\{\s*+(?:and|or)\s*+\}|and\s|or\s)\s*+")
+# a label: a letter (with a subscript) or a function of a few arguments, then "=", then the value
+_LABEL = re.compile(r"\s*+([A-Za-z](?:_\{?[A-Za-z0-9]++\}?)?(?:\([^()=]*+\))?)\s*+=(?!=)(.+)", re.DOTALL)
+
+
+def split_parts(s: str) -> list[str]:
+    """The parts of ``s`` at bracket depth 0, in order (linear in the length).
+
+    ``10,\\!080``, ``\\$32,\\! 348`` and ``58,500`` are one number; ``\\{1, 2\\}`` splits into its elements; brackets
+    keep tuples, intervals and function arguments whole: ``(1, 2)``, ``[0, 1)``, ``f(1, 2)``.
+    """
+    t = _SPACING.sub("", s or "").strip()
+    if _THOUSANDS.fullmatch(t.replace("\\$", "").replace("$", "")):
+        return [s.strip()]
+    m = _SET.fullmatch(t)
+    if m and _balanced(m.group(1)):
+        t = m.group(1)
+    parts, depth, pos = [], 0, 0
+    for tok in _TOKENS.finditer(t):
+        c = tok.group(0)
+        if c in ("\\{", "(", "[", "{"):
+            depth += 1
+        elif c in ("\\}", ")", "]", "}"):
+            depth -= 1
+        elif depth == 0:
+            parts.append(t[pos : tok.start()])
+            pos = tok.end()
+            if len(parts) > MAX_PARTS:
+                return [s.strip()]
+    parts.append(t[pos:])
+    parts = [_LEAD.sub("", p.strip()).strip() for p in parts]
+    parts = [p for p in parts if p]
+    return parts if len(parts) > 1 else [s.strip()]
+
+
+def _balanced(s: str) -> bool:
+    depth = 0
+    for tok in re.finditer(r"\\[{}]", s):
+        depth += 1 if tok.group(0) == "\\{" else -1
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def several_parts(gold: str) -> bool:
+    return len(split_parts(gold)) > 1
+
+
+def label_of(part: str) -> tuple[str | None, str]:
+    """(label, value) of ``name = value``; (None, part) when the part is not labeled."""
+    m = _LABEL.fullmatch(part)
+    value = m.group(2).strip() if m else ""
+    if not value or "=" in value:
+        return None, part
+    return re.sub(r"\s+", "", m.group(1)), value
+
+
+def _matching(ok: list[list[bool]]) -> bool:
+    """Whether every row can be matched to a different column with ok[row][col] (Kuhn's algorithm)."""
+    k = len(ok)
+    owner = [-1] * k
+
+    def augment(r: int, seen: list[bool]) -> bool:
+        for c in range(k):
+            if ok[r][c] and not seen[c]:
+                seen[c] = True
+                if owner[c] < 0 or augment(owner[c], seen):
+                    owner[c] = r
+                    return True
+        return False
+
+    return all(augment(r, [False] * k) for r in range(k))
+
+
+def _plan(pred: str, gold: str):
+    """The part comparisons a several-part reference needs, and how to combine their verdicts.
+
+    Returns None when the answer is wrong without comparing (another number of parts, labels that
+    differ), else (pairs, combine) where combine(verdicts of pairs) -> bool.
+    """
+    g_parts, p_parts = split_parts(gold), split_parts(pred)
+    k = len(g_parts)
+    if len(p_parts) != k:
+        return None
+    g_lab = [label_of(p) for p in g_parts]
+    p_lab = [label_of(p) for p in p_parts]
+    if all(lab for lab, _ in g_lab):
+        if all(lab for lab, _ in p_lab):  # label to label
+            by_label = {lab: v for lab, v in p_lab}
+            if len(by_label) != k or set(by_label) != {lab for lab, _ in g_lab}:
+                return None
+            return [(by_label[lab], v) for lab, v in g_lab], all
+        if not any(lab for lab, _ in p_lab):  # unlabeled: in the reference's order
+            return [(p, v) for p, (_, v) in zip(p_parts, g_lab)], all
+        return None
+    g_vals = [v for _, v in g_lab]
+    p_vals = [v for _, v in p_lab]
+    pairs = [(p, g) for g in g_vals for p in p_vals]  # row = reference part, column = answer part
+    return pairs, lambda verdicts: _matching([list(verdicts[r * k : (r + 1) * k]) for r in range(k)])
+
+
+def answers_equiv(pairs: Sequence[tuple[str | None, str]], timeout: float | None = None) -> list[bool]:
+    """Equivalence of each (answer, reference): part-wise for a several-part reference, else equiv."""
+    out: list[bool] = [False] * len(pairs)
+    single: list[int] = []
+    plans: dict[int, tuple[list[tuple[str, str]], object]] = {}
+    for i, (pred, gold) in enumerate(pairs):
+        if pred is None or not str(pred).strip():
+            continue
+        if several_parts(gold):
+            plan = _plan(str(pred), str(gold))
+            if plan is not None:
+                plans[i] = plan
+        else:
+            single.append(i)
+    todo = [pairs[i] for i in single] + [pq for i in plans for pq in plans[i][0]]
+    verdicts = equiv_many(todo, timeout=timeout) if todo else []
+    for i, v in zip(single, verdicts):
+        out[i] = v
+    at = len(single)
+    for i, (part_pairs, combine) in plans.items():
+        out[i] = bool(combine(verdicts[at : at + len(part_pairs)]))
+        at += len(part_pairs)
+    return out
