@@ -63,7 +63,7 @@ ARCHS = {
 REDUCED = ("qwen2", dict(hidden_size=512, intermediate_size=2816, num_hidden_layers=4, num_attention_heads=8,
                          num_key_value_heads=2, vocab_size=32768, tie_word_embeddings=True))
 
-# Rows of each set (spec evaluation.md and the sets' cards); a prepared file under results/paper/data wins.
+# Rows of each set (the sets' cards); a prepared file under results/paper/data wins.
 SIZES = {
     "deepscaler": (40315, "DeepScaleR card"),
     "webinstruct_general": (100000, "ASSUMED: WebInstruct-verified ~230k less Mathematics and ungradable types"),

@@ -1,4 +1,4 @@
-"""Update-phase time with and without skipping the prompts VI-CuRL drops (algorithms.md section 2).
+"""Update-phase time with and without skipping the prompts VI-CuRL drops (the compute saving the paper claims).
 
 For each retention beta (constant schedule), one batch of rollouts is drawn from the model and the
 same update is timed twice from the same starting state: the plain masked implementation (every

@@ -1,4 +1,4 @@
-"""Every curriculum of algorithms.md section 4 on hand-made batches, and the threshold's counts."""
+"""Every curriculum (VI-CuRL and the paper's baselines) on hand-made batches, and the threshold's counts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GRPO (algorithms.md section 1) against a hand computation on a tiny batch."""
+"""GRPO (the paper's objective) against a hand computation on a tiny batch."""
 
 import math
 

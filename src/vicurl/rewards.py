@@ -1,6 +1,6 @@
 """Reward sources: pure functions over one group of rollouts, shared by both engines.
 
-algorithms.md section 3. Each source maps one prompt's ``Group`` (its G response texts, plus
+the paper's reward sources. Each source maps one prompt's ``Group`` (its G response texts, plus
 what the source needs) to a ``GroupReward`` (one reward per rollout, whether the prompt stays
 in the update, and diagnostics):
 

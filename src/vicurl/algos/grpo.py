@@ -1,4 +1,4 @@
-"""GRPO as the paper uses it (algorithms.md section 1), on top of verl's core_algos.
+"""GRPO as the paper uses it (its GRPO objective and hyperparameter table), on top of verl's core_algos.
 
     A_i = (R_i - mean R) / (std R + 1e-6)           (verl: torch.std, i.e. Bessel-corrected)
     l   = 1/G sum_i 1/T_i sum_t [ min(rho A, clip(rho, 1-eps, 1+eps) A) - beta_KL * k3_t ]

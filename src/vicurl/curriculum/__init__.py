@@ -1,4 +1,4 @@
-"""Prompt-selection curricula (algorithms.md section 4): one interface, both engines.
+"""Prompt-selection curricula (VI-CuRL and the paper's baselines): one interface, both engines.
 
 ==================  ===========================================================  ===========
 name                what it keeps                                                module

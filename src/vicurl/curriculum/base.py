@@ -76,7 +76,7 @@ def rng_for(seed: int, step: int, stream: int) -> np.random.Generator:
 
 
 def selection_metrics(batch: Batch, mask: torch.Tensor, beta: float, tau: float) -> dict[str, float]:
-    """The per-step metrics of algorithms.md section 2 (names as the authors logged them)."""
+    """The per-step metrics of the curriculum (names as the authors logged them)."""
     c = batch.confidence.float()
     r = batch.rewards.float().mean(-1)
     kept, dropped = mask > 0, mask == 0

@@ -1,7 +1,7 @@
 """The registry of real datasets and the resolution of a config entry into a load plan.
 
 ``SOURCES`` maps a config ``datasets.{name}.source`` kind to where the set lives on the
-Hugging Face Hub (id, config(s), split: evaluation.md's table), its normalizer, and the
+Hugging Face Hub (id, config(s), split), its normalizer, and the
 per-source settings it accepts with their defaults. ``resolve(name, cfg)`` merges a config
 entry over the registry: ``hub_id``/``hub_config``/``split``/``revision`` override the
 defaults; ``local_path`` (one file or a list, jsonl/json/parquet) replaces the Hub for

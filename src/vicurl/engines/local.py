@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TrainConfig:
-    """Training settings of one run (algorithms.md section 1; defaults are the paper's)."""
+    """Training settings of one run (defaults: the paper's hyperparameter table)."""
 
     total_steps: int
     curriculum_steps: int | None = None  # the curriculum schedule's span; None = total_steps (engine_step.curriculum_steps)
@@ -305,7 +305,7 @@ class LocalTrainer:
     def _contributes(self, seq_w: torch.Tensor) -> torch.Tensor:
         """Sequences whose loss term can be non-zero. A zero curriculum weight silences the policy
         term, and the KL term too when w/beta weights it (or there is no KL): such sequences need
-        no forward or backward pass at all (the compute saving of algorithms.md section 2)."""
+        no forward or backward pass at all (the compute saving the paper claims for VI-CuRL)."""
         if not self.cfg.skip_dropped or (self.cfg.kl_coef > 0 and not self.cfg.weight_kl):
             return torch.ones_like(seq_w, dtype=torch.bool)
         return seq_w != 0

@@ -98,7 +98,7 @@ def score(
 
 def reward_bounded(reward: str) -> bool:
     """Whether a reward source's rewards lie in [0, 1] (RENT's negative entropy does not; VCRL and
-    AdaRFT then map them as algorithms.md section 4 says)."""
+    AdaRFT then map them as its paper says)."""
     return reward != "entropy"
 
 

@@ -3,7 +3,7 @@
     is_equiv(pred, gold)        one pair
     equiv_many([(pred, gold)])  many pairs; the undecided ones go to the worker pool in parallel
 
-Order of the checks (evaluation.md, "Grading"):
+Order of the checks:
 
 1. normalized strings equal (``normalize``: spacing, ``\\text{}``, ``\\dfrac``, degrees, ``x =``);
 2. both sides plain numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``): decided here, with

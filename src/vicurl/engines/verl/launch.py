@@ -59,7 +59,7 @@ def save_freq(settings: dict[str, Any]) -> int:
 def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, work_dir: str, settings_path: str,
               train_set: str, vocab_size: int, n_train: int, verl: dict[str, Any] | None = None,
               prompt_stats: str | None = None) -> list[str]:
-    """verl Hydra overrides of one run (algorithms.md section 1 for the GRPO settings)."""
+    """verl Hydra overrides of one run (the GRPO settings are the paper's hyperparameter table)."""
     v = {**VERL_DEFAULTS, **(verl or {})}
     b, g, total = int(settings.get("batch_size", 128)), int(settings.get("group_size", 8)), int(settings["total_steps"])
     if n_train < b:
