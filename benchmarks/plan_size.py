@@ -1,6 +1,6 @@
 """The paper's plan on SLURM: jobs per rule, SLURM jobs, and the time a dry run takes.
 
-Runs `snakemake --profile slurm-a100 -n all` (the README's dry run; no cluster, no conda) in an
+Runs `snakemake --profile slurm-a100 -n all` (the dry run of docs/slurm.md; no cluster, no conda) in an
 empty working directory, `--repeats` times, and prints:
 
 - the jobs of the DAG per rule and in all;

@@ -97,7 +97,7 @@ def test_paper_config_plans_one_preparation_job_per_set(tmp_path):
                                       "minerva_math", "olympiadbench", "mmlu_pro", "gpqa_diamond", "theoremqa",
                                       "webinstruct_val"}
     merged = snakemake(tmp_path, "-n", "data", configs=[REPO / "config" / "paper.yaml"])
-    assert merged.returncode == 0 and "synthetic_data" in merged.stdout  # the pitfall the README warns about
+    assert merged.returncode == 0 and "synthetic_data" in merged.stdout  # the pitfall docs/configuration.md warns about
 
 
 @pytest.mark.parametrize("entry, named", [

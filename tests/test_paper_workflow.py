@@ -1,5 +1,5 @@
 """The paper's DAG: the SLURM profile plans the whole study with per-rule job counts that follow
-from config/paper.yaml (formulas below, also in the README, "Paper studies"); each study target
+from config/paper.yaml (formulas below, also in docs/paper.md); each study target
 plans only its own jobs; a grader version bump regrades without regenerating."""
 
 import os
@@ -99,7 +99,7 @@ def expected_jobs(cfg, per_checkpoint=True) -> dict[str, int]:
 
 
 def test_the_paper_formulas_give_the_readme_numbers():
-    e = expected_jobs(PAPER)  # README, "Paper studies"
+    e = expected_jobs(PAPER)  # docs/paper.md
     assert e["train"] == 295 and e["generate_checkpoint"] == 2005 and e["grade"] == 315 and e["probe"] == 26
     assert sum(e.values()) == 2720
     assert expected_jobs(PAPER, per_checkpoint=False)["generate"] == 11350

@@ -7,5 +7,5 @@
 ``launch``   one run's settings -> verl Hydra overrides -> train -> Hugging Face exports, metrics
 ``reward_fn`` the zero score verl's reward loop places (the hook grades every rollout itself)
 
-Only ``hook`` and ``data`` import without verl's trainer stack; see the README, "The verl engine".
+Only ``hook`` and ``data`` import without verl's trainer stack; see docs/verl.md.
 """
