@@ -3,7 +3,7 @@ import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 import pandas as pd
 
 from vicurl.report.curves import learning_curves_grid
-from vicurl.report.labels import BASE
+from vicurl.runs import BASE
 from vicurl.workflow import setup
 
 log = setup(snakemake)

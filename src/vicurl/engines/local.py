@@ -456,7 +456,7 @@ class LocalTrainer:
                 raise RuntimeError(f"no export for step {step} in {src}; is it in train.export_steps?")
             with atomic_path(dest) as tmp:
                 shutil.copytree(src, tmp, copy_function=link_or_copy)
-        write_text(metrics_path, "".join(json.dumps(_finite(m), sort_keys=True) + "\n" for m in self.history))
+        write_text(metrics_path, "".join(json.dumps(engine_step.finite_metrics(m), sort_keys=True) + "\n" for m in self.history))
 
 
 @dataclass
@@ -507,6 +507,3 @@ def _comparable(settings: dict[str, Any]) -> str:
     return json.dumps(out, sort_keys=True, default=list)
 
 
-def _finite(metrics: dict[str, Any]) -> dict[str, Any]:
-    """NaN / inf (e.g. the reward of dropped prompts when none is dropped) as JSON null."""
-    return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in metrics.items()}

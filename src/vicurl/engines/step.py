@@ -145,3 +145,8 @@ def rollout_metrics(rewards: torch.Tensor, correct: torch.Tensor, lengths: torch
 def mean_metrics(a: dict[str, float], na: int, b: dict[str, float], nb: int) -> dict[str, float]:
     """Per-prompt means of two parts of a step (VCRL's replay), weighted by their numbers of prompts."""
     return {k: (a[k] * na + b[k] * nb) / max(na + nb, 1) if k in a and k in b else a.get(k, b.get(k)) for k in {**a, **b}}
+
+
+def finite_metrics(metrics: dict) -> dict:
+    """NaN / inf (e.g. the reward of dropped prompts when none is dropped) as JSON null."""
+    return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in metrics.items()}

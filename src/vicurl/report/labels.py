@@ -6,6 +6,8 @@ a default: a table's config can set its own row label or block title.
 
 from __future__ import annotations
 
+from vicurl.runs import BASE  # the Base (No RL) setting's name, read where labels are made
+
 #: block titles of the paper's Pass@1 tables, per reward source
 REWARD_TITLES = {
     "oracle": "Oracle Reward (w. Verifier)",
@@ -30,7 +32,6 @@ CURRICULUM_LABELS = {
 #: a reward trained without a curriculum is the baseline method of that reward (paper's names)
 BASELINE_NAMES = {"oracle": "No Curriculum", "majority_vote": "TTRL", "entropy": "RENT", "semantic": "EMPO"}
 BASE_LABEL = "Base (No RL)"
-BASE = "base"
 
 #: every reward and curriculum name a table may refer to (a run of it need not be configured)
 KNOWN_REWARDS = tuple(REWARD_TITLES)

@@ -38,7 +38,6 @@ from vicurl.engines.verl import support
 
 # curricula the verl engine runs (all of them; `support` says how, and what it refuses)
 SUPPORTED_CURRICULA = support.CURRICULA
-UNSUPPORTED_CURRICULA: dict[str, str] = {}
 
 
 def check_settings(settings: dict[str, Any]) -> None:
@@ -288,13 +287,9 @@ class Hook:
         if self.metrics_path is not None:
             self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.metrics_path, "a") as f:
-                f.write(json.dumps(_finite(rec), sort_keys=True) + "\n")
+                f.write(json.dumps(engine_step.finite_metrics(rec), sort_keys=True) + "\n")
         self.pending = None
         return rec
-
-
-def _finite(metrics: dict[str, Any]) -> dict[str, Any]:
-    return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in metrics.items()}
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
