@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
-def setup(snakemake, threads: int | None = None, history: str | Path | None = None) -> logging.Logger:
+def setup(snakemake, history: str | Path | None = None) -> logging.Logger:
     """Send logging (and warnings) to the rule's log file; pin torch threads to the rule's.
 
     ``history``: a file that keeps every attempt's lines (Snakemake deletes a job's log before
@@ -29,7 +29,7 @@ def setup(snakemake, threads: int | None = None, history: str | Path | None = No
         handlers.append(logging.FileHandler(history, mode="a"))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", handlers=handlers, force=True)
     logging.captureWarnings(True)
-    n = int(threads or getattr(snakemake, "threads", 1) or 1)
+    n = int(getattr(snakemake, "threads", 1) or 1)
     # cheap rules never import torch; for the others, pin the threads whether torch is loaded yet or not
     os.environ["OMP_NUM_THREADS"] = str(n)
     if "torch" in sys.modules:

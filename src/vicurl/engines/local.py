@@ -102,9 +102,6 @@ class TrainConfig:
         return LossConfig(self.clip_ratio, self.kl_coef, self.kl_type, self.loss_agg_mode, self.weight_kl)
 
 
-_seed_for = engine_step.seed_for  # (the probes import it from here)
-
-
 def sequence_logprobs(model, rollouts: Rollouts, rows: slice | torch.Tensor, temperature: float, with_entropy: bool):
     """Log-probs (and entropies) of the response tokens of ``rows`` under ``model``, computed on
     the model's device and returned on the CPU (differentiably; both moves are no-ops on the CPU)."""
@@ -274,11 +271,11 @@ class LocalTrainer:
         cfg, G = self.cfg, self.cfg.group_size
         t0 = time.perf_counter()
         default_ids = [self.ids[i] for i in self.batch_indices(step)]
-        part = self._rollout(self.curriculum.propose(step, default_ids), seed=_seed_for(cfg.seed, 2, step))
+        part = self._rollout(self.curriculum.propose(step, default_ids), seed=engine_step.seed_for(cfg.seed, 2, step))
         batch = self._batch(part, step)
         selection = self.curriculum.select(batch)
         if selection.replay:  # VCRL: refill dropped slots with memory-bank prompts, rolled out now
-            extra = self._rollout(selection.replay, seed=_seed_for(cfg.seed, 4, step))
+            extra = self._rollout(selection.replay, seed=engine_step.seed_for(cfg.seed, 4, step))
             replayed = self._batch(extra, step)
             selection = self.curriculum.after_replay(selection, batch, replayed)
             batch, part = batch.concat(replayed), part.concat(extra, self.tokenizer.pad_token_id)
@@ -332,7 +329,7 @@ class LocalTrainer:
         sums: dict[str, float] = {}
         n_mb, grad_norms, processed = 0, [], 0
         for epoch in range(cfg.ppo_epochs):
-            order = np.random.default_rng(_seed_for(cfg.seed, 3, step, epoch)).permutation(n_prompts)
+            order = np.random.default_rng(engine_step.seed_for(cfg.seed, 3, step, epoch)).permutation(n_prompts)
             for m in range(0, n_prompts, mini):
                 prompts_mb = order[m : m + mini]
                 seqs = torch.as_tensor((prompts_mb[:, None] * G + np.arange(G)).reshape(-1))

@@ -27,7 +27,6 @@ from vicurl import rewards as reward_sources
 from vicurl.algos.confidence import mean_token_entropy, prompt_confidence
 from vicurl.algos.grpo import group_advantages
 from vicurl.curriculum import Batch
-from vicurl.generation import decode_responses  # noqa: F401  (re-exported: the engines' one decoder)
 
 
 @dataclass

@@ -33,7 +33,8 @@ import torch
 
 from vicurl import devices
 from vicurl.algos.grpo import grpo_loss
-from vicurl.engines.local import LocalTrainer, TrainConfig, _seed_for, sequence_logprobs
+from vicurl.engines.local import LocalTrainer, TrainConfig, sequence_logprobs
+from vicurl.engines.step import seed_for
 from vicurl.probes import variance
 from vicurl.runs import PROBEABLE
 
@@ -87,7 +88,7 @@ def run_probe(
     with tempfile.TemporaryDirectory() as work:
         tr = LocalTrainer(cfg, checkpoint_dir, train_df, work, ref_model_path=base_dir, device=device)
     ids = probe_prompt_ids(tr.train_df, probe.n_prompts, probe.seed)  # the rows it trains on (long prompts dropped)
-    part = tr._rollout(ids, seed=_seed_for(probe.seed, 5, cfg.seed, step))  # independent across run seeds
+    part = tr._rollout(ids, seed=seed_for(probe.seed, 5, cfg.seed, step))  # independent across run seeds
     selection = tr.curriculum.select(tr._batch(part, step + 1))
     kept = selection.mask.bool()
     n_rows = len(part.rollouts.texts)

@@ -35,6 +35,7 @@ from vicurl.algos.grpo import outcome_to_token_rewards
 from vicurl.curriculum import Batch, Selection, make_curriculum
 from vicurl.engines import step as engine_step
 from vicurl.engines.verl import support
+from vicurl.generation import decode_responses
 
 # curricula the verl engine runs (all of them; `support` says how, and what it refuses)
 SUPPORTED_CURRICULA = support.CURRICULA
@@ -180,7 +181,7 @@ class Hook:
         idx = torch.as_tensor(rows, dtype=torch.long)
         mask = batch.batch["response_mask"][idx]
         responses = batch.batch["responses"][idx]
-        texts = engine_step.decode_responses(self.tokenizer, responses, mask)
+        texts = decode_responses(self.tokenizer, responses, mask)
         first = rows[:: self.G]
         ntb = batch.non_tensor_batch
         extra = ntb["extra_info"][first] if "extra_info" in ntb else np.array([{}] * len(first), dtype=object)
