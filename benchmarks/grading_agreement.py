@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from vicurl.grading import equiv  # noqa: E402
-from vicurl.grading.extract import extract_boxed, final_boxes  # noqa: E402
+from vicurl.grading.extract import extract_boxed, final_boxes, last_box  # noqa: E402
 from vicurl.grading.graders import grade_batch  # noqa: E402
 from vicurl.grading.parts import split_parts  # noqa: E402
 
@@ -55,12 +55,10 @@ def _real_benchmarks():
 
 def _replace_final_box(solution: str, new: str) -> str:
     """The solution with its last box (command and argument) replaced by ``new``."""
-    start = max(solution.rfind("\\boxed"), solution.rfind("\\fbox"))
-    content = extract_boxed(solution)
-    if start < 0 or content is None:
+    box = last_box(solution)
+    if box is None:
         return solution.rstrip() + f"\n\nThe answer is {new}."
-    end = solution.index(content, start) + len(content) + 1
-    return solution[:start] + new + solution[end:]
+    return solution[: box[0]] + new + solution[box[1] :]
 
 
 def _boxes(parts: list[str], joiner: str = ", ") -> str:

@@ -53,17 +53,24 @@ def _last_box_start(text: str, end: int) -> int:
     return max(text.rfind(cmd, 0, end) for cmd in _BOX_CMDS)
 
 
+def last_box(text: str) -> tuple[int, int, str] | None:
+    """(start, end, content) of the last box: ``text[start:end]`` is the whole ``\\boxed{...}``;
+    None if there is none or it never closes."""
+    if not text:
+        return None
+    start = _last_box_start(text, len(text))
+    box = _box_at(text, start) if start >= 0 else None
+    return None if box is None else (start, box[1], box[0])
+
+
 def extract_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` (or ``\\boxed 5``); None if there is none or it is unbalanced.
 
     A last box that never closes (a truncated response) is no answer, even if an earlier box
     exists: the final answer is the last one the model wrote.
     """
-    if not text:
-        return None
-    start = _last_box_start(text, len(text))
-    box = _box_at(text, start) if start >= 0 else None
-    return None if box is None else box[0]
+    box = last_box(text)
+    return None if box is None else box[2]
 
 
 # what may stand between two boxes of one final answer: "$\boxed{1}$ and $\boxed{2}$", "\boxed{1}, \boxed{2}"
@@ -81,13 +88,11 @@ def final_boxes(text: str) -> list[str] | None:
     Linear in the length: the text is searched backwards once, each box is matched once, and at
     most ``MAX_FINAL_BOXES`` boxes are read (the last ones).
     """
-    if not text:
-        return None
-    start = _last_box_start(text, len(text))
-    box = _box_at(text, start) if start >= 0 else None
+    box = last_box(text)
     if box is None:
         return None
-    boxes = [box[0]]
+    start, _, content = box
+    boxes = [content]
     while len(boxes) < MAX_FINAL_BOXES:
         prev = _last_box_start(text, start)
         if prev < 0:
