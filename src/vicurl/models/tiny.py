@@ -307,14 +307,58 @@ def sft(
     rows of ``model_max_length`` tokens; ``example_mean`` averages the loss per example first.
     """
     ids, labels = encode_sft(tokenizer, df["question"], df["solution"], prompt_order)
+    row_len = _packed_row_len(ids, tokenizer.model_max_length)
+    batches = _batch_indices(labels, steps, batch_size, seed, curriculum, curriculum_start, curriculum_hold)
+    opt, sched = _optimizer(model, lr, weight_decay, steps, warmup, min_lr_ratio)
+    model.train()
+    losses: list[float] = []
+    n_tokens = 0
+    t0 = time.perf_counter()
+    for step, idx in enumerate(batches):
+        b_ids, b_labels = [ids[i] for i in idx], [labels[i] for i in idx]
+        loss = _batch_loss(model, b_ids, b_labels, tokenizer.pad_token_id, row_len, pack, example_mean)
+        _update(model, opt, sched, loss, grad_clip)
+        losses.append(float(loss.detach()))
+        n_tokens += sum(len(x) for x in b_ids)
+        if log_every and (step + 1) % log_every == 0:
+            print(f"sft step {step + 1}/{steps} loss {sum(losses[-log_every:]) / log_every:.4f} "
+                  f"({time.perf_counter() - t0:.1f}s)", flush=True)
+    model.eval()
+    return _sft_metrics(losses, n_tokens, time.perf_counter() - t0, steps, len(ids))
+
+
+def _packed_row_len(ids, model_max_length: int) -> int:
+    """Packed rows are ``model_max_length`` tokens, or the longest example where that is longer."""
     longest = max(len(x) for x in ids)
-    if longest > tokenizer.model_max_length:  # e.g. a small vocab_size leaves the instruction unmerged
+    if longest > model_max_length:  # e.g. a small vocab_size leaves the instruction unmerged
         warnings.warn(
-            f"the longest SFT example has {longest} tokens > model_max_length={tokenizer.model_max_length}; "
+            f"the longest SFT example has {longest} tokens > model_max_length={model_max_length}; "
             f"packing rows grow to fit it (a larger vocab_size shortens the prompts)",
-            stacklevel=2,
+            stacklevel=3,  # the caller of sft
         )
+    return max(int(model_max_length), longest)
+
+
+def _batch_indices(labels, steps: int, batch_size: int, seed: int, curriculum: float, start: float, hold: float):
+    """The example indices of each step's batch (see ``sft``): from the curriculum's pool of the
+    shortest responses while ``pool_share`` < 1, then from seeded epoch permutations."""
     gen = torch.Generator().manual_seed(int(seed))
+    by_length = sorted(range(len(labels)), key=lambda i: (sum(v != -100 for v in labels[i]), i))
+    order: list[int] = []
+    for step in range(int(steps)):
+        share = pool_share(step, steps, curriculum, start, hold)
+        if share < 1.0:
+            pool = by_length[: max(batch_size, math.ceil(share * len(labels)))]
+            yield [pool[j] for j in torch.randperm(len(pool), generator=gen)[:batch_size].tolist()]
+        else:
+            if len(order) < batch_size:
+                order += torch.randperm(len(labels), generator=gen).tolist()
+            idx, order = order[:batch_size], order[batch_size:]
+            yield idx
+
+
+def _optimizer(model, lr: float, weight_decay: float, steps: int, warmup: int, min_lr_ratio: float):
+    """AdamW (no weight decay on norms and biases) and its warmup-then-cosine schedule."""
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     opt = torch.optim.AdamW(
@@ -324,46 +368,33 @@ def sft(
         eps=1e-8,
     )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_lambda(s, steps, warmup, min_lr_ratio))
-    model.train()
-    order: list[int] = []
-    by_length = sorted(range(len(ids)), key=lambda i: (sum(v != -100 for v in labels[i]), i))
-    row_len = max(int(tokenizer.model_max_length), longest)
-    losses: list[float] = []
-    n_tokens = 0
-    t0 = time.perf_counter()
-    for step in range(int(steps)):
-        share = pool_share(step, steps, curriculum, curriculum_start, curriculum_hold)
-        if share < 1.0:
-            pool = by_length[: max(batch_size, math.ceil(share * len(ids)))]
-            idx = [pool[j] for j in torch.randperm(len(pool), generator=gen)[:batch_size].tolist()]
-        else:
-            if len(order) < batch_size:
-                order += torch.randperm(len(ids), generator=gen).tolist()
-            idx, order = order[:batch_size], order[batch_size:]
-        b_ids, b_labels = [ids[i] for i in idx], [labels[i] for i in idx]
-        if pack:
-            inp, pos, lab = _pack(b_ids, b_labels, tokenizer.pad_token_id, row_len)
-            kw = {"position_ids": pos}
-        else:
-            inp, att, lab = _collate(b_ids, b_labels, tokenizer.pad_token_id)
-            kw = {"attention_mask": att}
-        if example_mean:
-            loss = _example_mean_loss(model(input_ids=inp, use_cache=False, **kw).logits, lab, kw.get("position_ids"))
-        else:
-            loss = model(input_ids=inp, labels=lab, use_cache=False, **kw).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
-        n_tokens += sum(len(x) for x in b_ids)
-        if log_every and (step + 1) % log_every == 0:
-            print(f"sft step {step + 1}/{steps} loss {sum(losses[-log_every:]) / log_every:.4f} "
-                  f"({time.perf_counter() - t0:.1f}s)", flush=True)
-    model.eval()
-    seconds = time.perf_counter() - t0
+    return opt, sched
+
+
+def _batch_loss(model, b_ids, b_labels, pad_id: int, row_len: int, pack: bool, example_mean: bool):
+    """The batch's loss: packed rows or a padded batch; mean per example or per token."""
+    if pack:
+        inp, pos, lab = _pack(b_ids, b_labels, pad_id, row_len)
+        kw = {"position_ids": pos}
+    else:
+        inp, att, lab = _collate(b_ids, b_labels, pad_id)
+        kw = {"attention_mask": att}
+    if example_mean:
+        return _example_mean_loss(model(input_ids=inp, use_cache=False, **kw).logits, lab, kw.get("position_ids"))
+    return model(input_ids=inp, labels=lab, use_cache=False, **kw).loss
+
+
+def _update(model, opt, sched, loss, grad_clip: float) -> None:
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    opt.step()
+    sched.step()
+
+
+def _sft_metrics(losses: list[float], n_tokens: int, seconds: float, steps: int, examples: int) -> dict[str, Any]:
+    """First loss, final loss (mean of the last 20 steps), throughput."""
     tail = losses[-min(len(losses), 20):] or [float("nan")]
     return {
         "steps": int(steps),
@@ -372,7 +403,7 @@ def sft(
         "tokens": n_tokens,
         "seconds": seconds,
         "tokens_per_s": n_tokens / seconds if seconds > 0 else float("nan"),
-        "examples": len(ids),
+        "examples": examples,
     }
 
 
