@@ -114,78 +114,117 @@ class _Ctx:
 
 def _resolve_one(config, name, t, warnings) -> dict:
     c = _Ctx(config, name, t, warnings)
+    typ = _check_keys(c, t)
+    study = c.study(t.get("study"), "study")
+    res = _common(c, t, study)
+    if typ == "main":
+        _main_rows(c, t, study, res)
+    else:
+        _single_model_rows(c, t, study, res)
+    _check_settings_once(c, res["blocks"])
+    res["caption"] = _caption(t, res)
+    if c.no_runs:
+        warnings.append(f"{c.where}: {len(c.no_runs)} row(s) name a setting their study does not train, "
+                        f"their cells print -- (e.g. {c.no_runs[0]})")
+    return res
+
+
+def _check_keys(c: _Ctx, t: dict) -> str:
+    """The table's type, once it is known and every key applies to it."""
     typ = t["type"]
     if typ not in TYPES:
         c.fail("type", f"unknown table type {typ!r} (types: {', '.join(TYPES)})")
     extra = sorted(set(t) - COMMON_KEYS - TYPE_KEYS[typ])
     if extra:
         c.fail(extra[0], f"not a key of a {typ!r} table (its keys: {', '.join(sorted(COMMON_KEYS | TYPE_KEYS[typ]))})")
-    study_name = t.get("study")
-    study = c.study(study_name, "study")
+    return typ
 
-    benchmarks = t.get("benchmarks") or (study or {}).get("benchmarks")
-    if not benchmarks:
-        c.fail("benchmarks", "not given, and no defined `study` to take them from")
-    for b in benchmarks:
-        if b not in config["datasets"]:
-            c.fail("benchmarks", f"dataset {b!r} is not defined under `datasets`")
-    headers = {}
-    for b in benchmarks:
-        h = (t.get("headers") or {}).get(b, config["datasets"][b].get("label", b))
-        headers[b] = [h] if isinstance(h, str) else list(h)
-    for b in t.get("headers") or {}:
-        if b not in benchmarks:
-            c.fail(f"headers.{b}", f"{b!r} is not a column of the table ({benchmarks})")
 
-    style = {**COMMON_STYLE, **STYLE_DEFAULTS[typ], **(t.get("style") or {})}
+def _common(c: _Ctx, t: dict, study: dict | None) -> dict[str, Any]:
+    """The keys every type has: columns and their headers, label, paper, style, metric."""
+    typ = t["type"]
+    benchmarks, headers = _columns(c, t, study)
     res: dict[str, Any] = {
-        "name": name, "type": typ, "study": study_name, "benchmarks": list(benchmarks), "headers": headers,
-        "label": t.get("label", f"tab:{name}"), "paper": t.get("paper"), "style": style,
+        "name": c.name, "type": typ, "study": t.get("study"), "benchmarks": benchmarks, "headers": headers,
+        "label": t.get("label", f"tab:{c.name}"), "paper": t.get("paper"),
+        "style": {**COMMON_STYLE, **STYLE_DEFAULTS[typ], **(t.get("style") or {})},
         "metric": t.get("metric", "pass@1"),
     }
     if res["paper"] is not None and res["paper"] not in PAPER_TABLES:
         c.fail("paper", f"{res['paper']!r} is not a table of the paper ({', '.join(PAPER_TABLES)})")
+    return res
 
-    if typ == "main":
-        models = t.get("models") or (study or {}).get("models")
-        if not models:
-            c.fail("models", "not given, and no defined `study` to take them from")
-        for m in models:
-            _model(c, m, "models")
-        res["models"] = list(models)
-        res["blocks"] = _main_blocks(c, t, study, models)
-    else:
-        if typ == "ablation":
-            res["metrics"] = list(t.get("metrics", ["pass@1", "pass@8"]))
-        model = t.get("model") or ((study or {}).get("models") or [None])[0]
-        if model is None:
-            c.fail("model", "not given, and no defined `study` to take it from")
-        _model(c, model, "model")
-        res["model"] = model
-        if typ == "mechanism":
-            _mechanism_steps(c, t, study_name, study, res)
-        rows = t.get("rows")
-        if rows is None:
-            if study is None:
-                c.fail("rows", "not given, and no defined `study` to take them from")
-            rows = [{"reward": r, "curriculum": cur} for r, curs in study["settings"].items() for cur in curs]
-        res["blocks"] = [{"title": None, "group": None,
-                          "rows": [_row(c, f"rows[{i}]", r, model, t, typ) for i, r in enumerate(rows)]}]
+
+def _columns(c: _Ctx, t: dict, study: dict | None) -> tuple[list[str], dict[str, list[str]]]:
+    """The benchmark columns (the table's, else its study's) and each one's header lines."""
+    datasets = c.config["datasets"]
+    benchmarks = t.get("benchmarks") or (study or {}).get("benchmarks")
+    if not benchmarks:
+        c.fail("benchmarks", "not given, and no defined `study` to take them from")
+    for b in benchmarks:
+        if b not in datasets:
+            c.fail("benchmarks", f"dataset {b!r} is not defined under `datasets`")
+    headers = {}
+    for b in benchmarks:
+        h = (t.get("headers") or {}).get(b, datasets[b].get("label", b))
+        headers[b] = [h] if isinstance(h, str) else list(h)
+    for b in t.get("headers") or {}:
+        if b not in benchmarks:
+            c.fail(f"headers.{b}", f"{b!r} is not a column of the table ({benchmarks})")
+    return list(benchmarks), headers
+
+
+def _main_rows(c: _Ctx, t: dict, study: dict | None, res: dict) -> None:
+    """A main table's models and blocks (a Base row, then a block per reward, per model)."""
+    models = t.get("models") or (study or {}).get("models")
+    if not models:
+        c.fail("models", "not given, and no defined `study` to take them from")
+    for m in models:
+        _model(c, m, "models")
+    res["models"] = list(models)
+    res["blocks"] = _main_blocks(c, t, study, models)
+
+
+def _single_model_rows(c: _Ctx, t: dict, study: dict | None, res: dict) -> None:
+    """The other types: one model, one block of rows (the table's, else every setting of its study)."""
+    typ = res["type"]
+    if typ == "ablation":
+        res["metrics"] = list(t.get("metrics", ["pass@1", "pass@8"]))
+    model = t.get("model") or ((study or {}).get("models") or [None])[0]
+    if model is None:
+        c.fail("model", "not given, and no defined `study` to take it from")
+    _model(c, model, "model")
+    res["model"] = model
+    if typ == "mechanism":
+        _mechanism_steps(c, t, res["study"], study, res)
+    rows = t.get("rows")
+    if rows is None:
+        if study is None:
+            c.fail("rows", "not given, and no defined `study` to take them from")
+        rows = [{"reward": r, "curriculum": cur} for r, curs in study["settings"].items() for cur in curs]
+    res["blocks"] = [{"title": None, "group": None,
+                      "rows": [_row(c, f"rows[{i}]", r, model, t, typ) for i, r in enumerate(rows)]}]
+
+
+def _check_settings_once(c: _Ctx, blocks: list[dict]) -> None:
+    """A setting (model, reward, curriculum, variant) may repeat only with the same study and step."""
     seen = {}
-    for b in res["blocks"]:
+    for b in blocks:
         for r in b["rows"]:
             k = (r["model"], r["reward"], r["curriculum"], r["variant"])
             if k in seen and seen[k] != (r["study"], r["step"]):
                 c.fail("", f"two rows show {' / '.join(k[:3])} from different studies or steps "
                            f"({seen[k]} and {(r['study'], r['step'])}); a table shows a setting once")
             seen[k] = (r["study"], r["step"])
-    res["caption"] = t.get("caption") or default_caption(res)
-    if style["std"] and style["average"]:  # say which std the Average column prints
-        res["caption"] = f"{res['caption'].rstrip()} {AVERAGE_STD_NOTE[style['average_std']]}"
-    if c.no_runs:
-        warnings.append(f"{c.where}: {len(c.no_runs)} row(s) name a setting their study does not train, "
-                        f"their cells print -- (e.g. {c.no_runs[0]})")
-    return res
+
+
+def _caption(t: dict, res: dict) -> str:
+    """The config's caption or the default one, plus which std the Average column prints."""
+    caption = t.get("caption") or default_caption(res)
+    style = res["style"]
+    if style["std"] and style["average"]:
+        caption = f"{caption.rstrip()} {AVERAGE_STD_NOTE[style['average_std']]}"
+    return caption
 
 
 def _model(c: _Ctx, m: str, key: str) -> None:
