@@ -42,9 +42,42 @@ def learning_curves_grid(
     dpi: int = 150,
 ):
     """Draw the grid and save it to ``out`` (a path or a list of paths); returns the written paths."""
+    metrics = list(metrics)
+    data = _scores_to_plot(df, band, metrics, curricula, rewards)
+    rewards = list(rewards) if rewards is not None else list(dict.fromkeys(data["reward"]))
+    benchmarks = list(benchmarks) if benchmarks is not None else sorted(data["benchmark"].unique())
+    titles, labels = dict(titles or {}), dict(labels or {})
+
+    def name(c):
+        return labels.get(c, L.curriculum_label(c))
+
+    curricula = [c for c in curricula if c in set(data["curriculum"])]  # the legend names only what is drawn
+    palette = {name(c): col for c, col in colors_for(curricula).items()}
+    order = [name(c) for c in curricula]
+    long = data.assign(Curriculum=data["curriculum"].map(name))
+
+    w, h = panel_size
+    nrows = len(rewards) * len(metrics)
+    fig, axes = plt.subplots(nrows, len(benchmarks), figsize=(w * len(benchmarks), h * nrows),
+                             squeeze=False, sharex=True)
+    for i, (reward, metric) in enumerate((r, m) for r in rewards for m in metrics):
+        for j, bench in enumerate(benchmarks):
+            ax = axes[i][j]
+            g = long[(long["reward"] == reward) & (long["benchmark"] == bench)].dropna(subset=[metric])
+            _draw_panel(ax, g, metric, order, palette, band)
+            # axis labels on the outer panels only, the benchmark above the top row
+            ax.set_xlabel("Steps" if i == nrows - 1 else "")
+            ax.set_ylabel(_row_label(reward, metric) if j == 0 else "")
+            if i == 0:
+                ax.set_title(titles.get(bench, bench), fontsize=10)
+    _legend_and_title(fig, order, palette, title, (w * len(benchmarks), h * nrows))
+    return save(fig, out, dpi)
+
+
+def _scores_to_plot(df: pd.DataFrame, band, metrics: list[str], curricula, rewards) -> pd.DataFrame:
+    """The rows of the curricula (and rewards) to plot, once the arguments and columns are checked."""
     if band not in _ERRORBAR:
         raise ValueError(f"band must be 'minmax', 'std' or None, got {band!r}")
-    metrics = list(metrics)
     missing = [c for c in KEYS + metrics if c not in df.columns]
     if missing:
         raise ValueError(f"learning curves need column(s) {missing}")
@@ -56,44 +89,38 @@ def learning_curves_grid(
     dup = data.duplicated(KEYS)
     if dup.any():
         raise ValueError(f"several rows for {data.loc[dup, KEYS].iloc[0].to_dict()}: filter to one study and model first")
-    rewards = list(rewards) if rewards is not None else list(dict.fromkeys(data["reward"]))
-    benchmarks = list(benchmarks) if benchmarks is not None else sorted(data["benchmark"].unique())
-    titles, labels = dict(titles or {}), dict(labels or {})
-    curricula = [c for c in curricula if c in set(data["curriculum"])]  # the legend names only what is drawn
-    palette = {labels.get(c, L.curriculum_label(c)): col for c, col in colors_for(curricula).items()}
-    order = [labels.get(c, L.curriculum_label(c)) for c in curricula]
-    long = data.assign(Curriculum=data["curriculum"].map(lambda c: labels.get(c, L.curriculum_label(c))))
+    return data
 
-    w, h = panel_size
-    nrows = len(rewards) * len(metrics)
-    fig, axes = plt.subplots(nrows, len(benchmarks), figsize=(w * len(benchmarks), h * nrows),
-                             squeeze=False, sharex=True)
-    for i, (reward, metric) in enumerate((r, m) for r in rewards for m in metrics):
-        for j, bench in enumerate(benchmarks):
-            ax = axes[i][j]
-            g = long[(long["reward"] == reward) & (long["benchmark"] == bench)].dropna(subset=[metric])
-            if g.empty:
-                ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="0.5")
-            else:
-                sns.lineplot(data=g.assign(value=g[metric] * 100), x="step", y="value", hue="Curriculum",
-                             hue_order=[o for o in order if o in set(g["Curriculum"])], palette=palette,
-                             estimator="mean", errorbar=_ERRORBAR[band], marker="o", markersize=3,
-                             linewidth=1.4, ax=ax, legend=False)
-            ax.set_xlabel("Steps" if i == nrows - 1 else "")
-            ax.set_ylabel(f"{L.REWARD_NAMES.get(reward, reward)} {metric.replace('pass@', 'P@')} (%)" if j == 0 else "")
-            if i == 0:
-                ax.set_title(titles.get(bench, bench), fontsize=10)
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.grid(True, alpha=0.3)
+
+def _row_label(reward: str, metric: str) -> str:
+    """The paper's row names: "Oracle P@1 (%)", "MajVote P@8 (%)", ..."""
+    return f"{L.REWARD_NAMES.get(reward, reward)} {metric.replace('pass@', 'P@')} (%)"
+
+
+def _draw_panel(ax, g: pd.DataFrame, metric: str, order: list[str], palette: dict, band) -> None:
+    """One panel: a line per curriculum (mean across seeds, in percent) and its band, or "no data"."""
+    if g.empty:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="0.5")
+    else:
+        sns.lineplot(data=g.assign(value=g[metric] * 100), x="step", y="value", hue="Curriculum",
+                     hue_order=[o for o in order if o in set(g["Curriculum"])], palette=palette,
+                     estimator="mean", errorbar=_ERRORBAR[band], marker="o", markersize=3,
+                     linewidth=1.4, ax=ax, legend=False)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(True, alpha=0.3)
+
+
+def _legend_and_title(fig, order: list[str], palette: dict, title: str | None, size: tuple[float, float]) -> None:
+    """The legend above the panels (and the title above it), laid out for a figure of ``size`` inches."""
+    width, height = size
     # room above the panels for the legend (rows of entries about 1.4 in wide) and the title,
     # in inches whatever the grid's size
-    ncol = max(1, min(len(order), int(w * len(benchmarks) / 1.4)))
+    ncol = max(1, min(len(order), int(width / 1.4)))
     legend_rows = -(-len(order) // ncol)
     legend_h = 0.35 + 0.22 * (legend_rows - 1)
-    top = 1 - (legend_h + (0.3 if title else 0)) / (h * nrows)
+    top = 1 - (legend_h + (0.3 if title else 0)) / height
     fig.tight_layout(rect=(0, 0, 1, top))
     handles = [plt.Line2D([], [], color=palette[o], marker="o", ms=3, lw=1.4) for o in order]
     fig.legend(handles, order, loc="lower center", ncol=ncol, frameon=False, bbox_to_anchor=(0.5, top))
     if title:
-        fig.suptitle(title, y=top + legend_h / (h * nrows), va="bottom")
-    return save(fig, out, dpi)
+        fig.suptitle(title, y=top + legend_h / height, va="bottom")
