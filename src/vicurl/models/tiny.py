@@ -12,15 +12,12 @@ encoding makes ``decode(encode(x)) == x`` for any text. Prompt and response are 
 separately and concatenated, exactly as generation sees them (prompt encoded alone,
 response generated token by token).
 
-SFT recipe (calibrated on one CPU thread, see ``DEFAULT_CFG``): examples are packed into
-rows (no compute on padding), the loss is averaged per example (long, hard solutions do
-not drown out the short ones) and batches follow a length curriculum (the shortest third
-first, then a growing pool). Without the last two a model this small learns neither easy
+SFT recipe (calibrated on one CPU thread, see ``DEFAULT_CFG``; ``benchmarks/tiny_calibration.py``
+prints the numbers): examples are packed into rows (no compute on padding), the loss is
+averaged per example (long, hard solutions do not drown out the short ones) and batches
+follow a length curriculum (the shortest third first, then a growing pool). Without the last two a model this small learns neither easy
 nor hard problems within the time budget; with them it gets the easy levels mostly right
 and the hard ones mostly wrong, which is what the RL stage needs.
-
-``python -m vicurl.models.tiny --out DIR`` builds a model on the synthetic task and prints
-its build time and per-level Pass@1 / entropy (the calibration numbers).
 """
 
 from __future__ import annotations
@@ -459,7 +456,7 @@ def load_base_model(path: str | Path):
     return model, tokenizer
 
 
-# ----------------------------------------------------------------------------- calibration
+# ----------------------------------------------------------------------------- calibration report
 
 
 @torch.no_grad()
@@ -532,39 +529,3 @@ def evaluate_levels(
             "entropy_prompt_std": float(pe.std()) if len(pe) > 1 else 0.0,
         }
     return report
-
-
-def _main(argv=None) -> None:
-    import argparse
-
-    from vicurl.data.synthetic import LEVELS, make_splits
-
-    ap = argparse.ArgumentParser(description="Build the tiny base model on the synthetic task and report calibration.")
-    ap.add_argument("--out", required=True, help="output directory (HF format)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--n-sft", type=int, default=4000)
-    ap.add_argument("--per-level", type=int, default=32, help="held-out prompts per level")
-    ap.add_argument("--samples", type=int, default=4, help="samples per prompt")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--cfg", default="{}", help="JSON overrides of DEFAULT_CFG")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    levels = sorted(LEVELS)
-    splits = make_splits(
-        {"sft": {"n": args.n_sft, "levels": levels}, "eval_levels": {"n": args.per_level * len(levels), "levels": levels}},
-        args.seed,
-    )
-    metrics = build_base_model(splits["sft"], args.out, json.loads(args.cfg), args.seed)
-    print(json.dumps({k: v for k, v in metrics.items() if k != "cfg"}, indent=1, sort_keys=True))
-    model, tok = load_base_model(args.out)
-    for temperature, top_p in ((0.6, 0.95), (1.0, 1.0)):
-        rep = evaluate_levels(model, tok, splits["eval_levels"], n=args.samples, temperature=temperature,
-                              top_p=top_p, seed=args.seed, prompt_order=metrics["cfg"]["prompt_order"])
-        print(f"temperature {temperature} top_p {top_p}")
-        for level, d in rep.items():
-            print(f"  level {level:>3}: " + " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                                                 for k, v in d.items()))
-
-
-if __name__ == "__main__":
-    _main()
