@@ -130,15 +130,21 @@ def test_variance_ratio_values(tmp_path, monkeypatch):
 
 def test_variance_figures_script(tmp_path):
     """workflow_scripts/variance_figures.py through a one-rule Snakefile, as a rule would call it."""
+    import json
     import subprocess
     import sys
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[1]
-    pd.concat([probes(), probes().assign(curriculum="none")]).to_csv(tmp_path / "probes.csv", index=False)
+    rows = pd.concat([probes(), probes().assign(curriculum="none")]).to_dict("records")
+    names = []
+    for i, row in enumerate(rows):  # one JSON file per probe, as rule probe writes them
+        names.append(f"probes/{i}.json")
+        (tmp_path / names[-1]).parent.mkdir(exist_ok=True)
+        (tmp_path / names[-1]).write_text(json.dumps(row))
     (tmp_path / "Snakefile").write_text(f"""
 rule variance_figures:
-    input: probes="probes.csv"
+    input: probes={names!r}
     output: ratio_png="ratio.png", ratio_pdf="ratio.pdf", absolute_png="abs.png", absolute_pdf="abs.pdf"
     params: study="probe", reward="oracle", curriculum="vicurl", models=["r1", "qwen"], titles={{"qwen": "Qwen"}}
     log: "variance.log"

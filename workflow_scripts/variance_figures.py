@@ -1,7 +1,7 @@
 """Variance figures from the probes (paper Figs. "variance_ratio" and "variance_absolute").
 
 For a rule like:
-    input:  probes=[the probe JSON files of one (study, setting)]  (or report/probes.csv)
+    input:  probes=[the probe JSON files of one (study, setting)]
     output: ratio_png=..., ratio_pdf=..., absolute_png=..., absolute_pdf=...
     params: study="main", reward="oracle", curriculum="vicurl",
             models=[...]  (the panels, in order), titles={model: label}
@@ -17,11 +17,8 @@ from vicurl.workflow import setup
 
 log = setup(snakemake)
 p, o = snakemake.params, snakemake.output
-paths = [snakemake.input.probes] if isinstance(snakemake.input.probes, str) else list(snakemake.input.probes)
-if len(paths) == 1 and paths[0].endswith(".csv"):
-    probes = pd.read_csv(paths[0])
-else:
-    probes = pd.DataFrame([json.loads(open(f).read()) for f in paths]).sort_values(["model", "seed", "step"])
+paths = list(snakemake.input.probes)
+probes = pd.DataFrame([json.loads(open(f).read()) for f in paths]).sort_values(["model", "seed", "step"])
 sel = probes[(probes["study"] == p.study) & (probes["reward"] == p.reward) & (probes["curriculum"] == p.curriculum)
              & probes["model"].isin(p.models)]
 if sel.empty:
