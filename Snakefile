@@ -13,7 +13,7 @@ min_version("9.10")
 configfile: "config/demo.yaml"
 
 
-report: "report/workflow.rst"
+report: "rules/captions/workflow.rst"
 
 
 include: "rules/common.smk"

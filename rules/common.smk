@@ -205,7 +205,7 @@ for _w in _table_warnings:
     logger.warning(f"config: {_w}")
 PAPER_TABLES = [n for n, t in TABLES.items() if t["paper"]]
 PAPER_NUMBERS = f"{workflow.basedir}/config/paper_numbers.csv"
-CAPTIONS = f"{workflow.basedir}/report"
+CAPTIONS = f"{workflow.basedir}/rules/captions"
 
 
 def table_outputs(name):

@@ -81,7 +81,7 @@ def test_no_reference_to_files_outside_the_repository():
     offenders = []
     for path in [REPO / "README.md", *REPO.glob("docs/*.md"), *REPO.glob("src/vicurl/**/*.py"),
                  *REPO.glob("config/*.yaml"), *REPO.glob("rules/*.smk"), *REPO.glob("workflow_scripts/*.py"),
-                 *REPO.glob("benchmarks/*.py"), *(p for p in REPO.glob("tests/*.py") if p.name != "test_docs.py")]:
+                 *REPO.glob("measurements/*.py"), *(p for p in REPO.glob("tests/*.py") if p.name != "test_docs.py")]:
         text = path.read_text()
         named = set(re.findall(r"\b[\w-]+\.md\b", text)) - ours
         if "../shared" in text or "shared/spec" in text or named:

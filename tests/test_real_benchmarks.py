@@ -1,6 +1,6 @@
 """Every real gold answer, written as a model would, grades correct against itself (also rewritten)
 and wrong against another problem's gold. The files go through the project's own dataset
-preparation, so the graders see what evaluation will see. benchmarks/grading.py prints the
+preparation, so the graders see what evaluation will see. measurements/grading.py prints the
 per-file rates and the speed."""
 
 import importlib.util

@@ -12,7 +12,7 @@ encoding makes ``decode(encode(x)) == x`` for any text. Prompt and response are 
 separately and concatenated, exactly as generation sees them (prompt encoded alone,
 response generated token by token).
 
-SFT recipe (calibrated on one CPU thread, see ``DEFAULT_CFG``; ``benchmarks/tiny_calibration.py``
+SFT recipe (calibrated on one CPU thread, see ``DEFAULT_CFG``; ``measurements/tiny_calibration.py``
 prints the numbers): examples are packed into rows (no compute on padding), the loss is
 averaged per example (long, hard solutions do not drown out the short ones) and batches
 follow a length curriculum (the shortest third first, then a growing pool). Without the last two a model this small learns neither easy

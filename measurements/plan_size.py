@@ -8,8 +8,8 @@ empty working directory, `--repeats` times, and prints:
   where a profile groups rules (`groups:`; slurm-a100 does not);
 - the wall time of each dry run (planning and printing the plan), and the median.
 
-    .venv/bin/python benchmarks/plan_size.py
-    .venv/bin/python benchmarks/plan_size.py --repeats 5 --target study_main
+    .venv/bin/python measurements/plan_size.py
+    .venv/bin/python measurements/plan_size.py --repeats 5 --target study_main
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Grader check and speed on the real benchmark answers.
 
-    .venv/bin/python benchmarks/grading.py [--files math500.jsonl ...] [--no-speed] [--workers N]
+    .venv/bin/python measurements/grading.py [--files math500.jsonl ...] [--no-speed] [--workers N]
 
 1. Self / cross check, per file (prepared by the project's own `vicurl.data`, plus the schema
    fixtures of MMLU-Pro, GPQA and WebInstruct): each gold answer written as a model would

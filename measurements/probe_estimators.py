@@ -4,8 +4,8 @@ Runs the same probe (same prompts, same rollouts) with every method and prints e
 its relative error against ``exact`` and the time taken. ``streaming`` is exact by construction
 (float rounding only); ``sketch`` compresses every gradient to R numbers and is approximate.
 
-    .venv/bin/python benchmarks/probe_estimators.py                     # after `make demo`
-    .venv/bin/python benchmarks/probe_estimators.py --sketch-dims 4096 16384 65536 --n-prompts 32
+    .venv/bin/python measurements/probe_estimators.py                     # after `make demo`
+    .venv/bin/python measurements/probe_estimators.py --sketch-dims 4096 16384 65536 --n-prompts 32
 """
 
 from __future__ import annotations

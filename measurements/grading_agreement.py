@@ -1,6 +1,6 @@
 """The project's math grader against math-verify on real solutions: accuracy, agreement, false accepts.
 
-    .venv/bin/python benchmarks/grading_agreement.py [--show N]
+    .venv/bin/python measurements/grading_agreement.py [--show N]
 
 Responses are the worked solutions of the real benchmark files (MATH-500, AIME 2024, Minerva
 sample, DeepScaleR's AIME part: human-written, ending in ``\\boxed{}`` as the models are prompted

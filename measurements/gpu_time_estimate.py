@@ -22,8 +22,8 @@ weights, through the project's own code (``vicurl.generation.sample``'s generate
 local engine's ``sequence_logprobs`` + backward), and on grading synthetic responses; the table
 extrapolates each job to this CPU as well: why these rules need the GPU.
 
-    .venv/bin/python benchmarks/gpu_time_estimate.py                # measure (about a minute), then the table
-    .venv/bin/python benchmarks/gpu_time_estimate.py --no-measure   # the table alone
+    .venv/bin/python measurements/gpu_time_estimate.py                # measure (about a minute), then the table
+    .venv/bin/python measurements/gpu_time_estimate.py --no-measure   # the table alone
 """
 
 from __future__ import annotations

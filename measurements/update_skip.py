@@ -6,8 +6,8 @@ sequence forwarded and back-propagated, dropped ones with weight 0) and the proj
 (dropped sequences skipped, same normalizer: the same parameters, see
 tests/test_local_engine.py::test_skipping_dropped_prompts_is_exact).
 
-    .venv/bin/python benchmarks/update_skip.py                       # the demo's model and training set
-    .venv/bin/python benchmarks/update_skip.py --betas 0.2 0.5 1.0 --repeats 5 --batch-size 32
+    .venv/bin/python measurements/update_skip.py                       # the demo's model and training set
+    .venv/bin/python measurements/update_skip.py --betas 0.2 0.5 1.0 --repeats 5 --batch-size 32
 """
 
 from __future__ import annotations

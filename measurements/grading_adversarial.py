@@ -1,6 +1,6 @@
 """Worst-case grading time on adversarial responses (issue: a response must never stall grading).
 
-    .venv/bin/python benchmarks/grading_adversarial.py [--mb 1.0] [--repeat 3]
+    .venv/bin/python measurements/grading_adversarial.py [--mb 1.0] [--repeat 3]
 
 Every response below is graded by every answer type's grader (``grade_batch``, the path the
 ``grade`` rule and the rewards take) against a single-part gold and, for the math grader, a

@@ -5,8 +5,8 @@ on a fresh SFT split, prints the build metrics, then, at temperature 0.6 / top-p
 temperature 1, each level's Pass@1, EOS and boxed rates, mean length and token entropy
 (``vicurl.models.tiny.evaluate_levels``): the numbers ``DEFAULT_CFG``'s SFT recipe was tuned on.
 
-    .venv/bin/python benchmarks/tiny_calibration.py --out /tmp/tiny
-    .venv/bin/python benchmarks/tiny_calibration.py --out /tmp/tiny --cfg '{"sft": {"steps": 400}}'
+    .venv/bin/python measurements/tiny_calibration.py --out /tmp/tiny
+    .venv/bin/python measurements/tiny_calibration.py --out /tmp/tiny --cfg '{"sft": {"steps": 400}}'
 """
 
 from __future__ import annotations
