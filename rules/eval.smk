@@ -25,7 +25,7 @@ rule generate:
     log:
         f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.generate.log",
     benchmark:
-        f"{R}/benchmarks/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.generate.tsv"
+        f"{R}/timings/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.generate.tsv"
     conda:
         "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
     script:
@@ -45,7 +45,7 @@ use rule generate as generate_checkpoint with:
     log:
         f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/generate.log",
     benchmark:
-        f"{R}/benchmarks/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/generate.tsv"
+        f"{R}/timings/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/generate.tsv"
 
 
 rule grade:

@@ -13,7 +13,7 @@ rule build_tiny_model:
     log:
         f"{R}/logs/models/{{model}}.log",
     benchmark:
-        f"{R}/benchmarks/models/{{model}}.tsv"
+        f"{R}/timings/models/{{model}}.tsv"
     conda:
         "../envs/cpu.yaml"
     script:

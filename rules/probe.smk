@@ -25,7 +25,7 @@ rule probe:
     log:
         f"{R}/logs/probes/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}.log",
     benchmark:
-        f"{R}/benchmarks/probes/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}.tsv"
+        f"{R}/timings/probes/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}.tsv"
     conda:
         # GPU clusters: the training environment (CUDA torch, and the torch, transformers and verl
         # loss code that trained the probed checkpoints); the demo: the CPU one

@@ -31,7 +31,7 @@ rule train:
     log:
         f"{R}/logs/train/{{study}}/{{model}}/{{setting}}/seed{{seed}}.log",
     benchmark:
-        f"{R}/benchmarks/train/{{study}}/{{model}}/{{setting}}/seed{{seed}}.tsv"
+        f"{R}/timings/train/{{study}}/{{model}}/{{setting}}/seed{{seed}}.tsv"
     conda:
         "../envs/verl.yaml" if VERL_ENGINE else "../envs/cpu.yaml"
     script:
@@ -62,7 +62,7 @@ rule prompt_stats:
     log:
         f"{R}/logs/prompt_stats/{{model}}/{{dataset}}.log",
     benchmark:
-        f"{R}/benchmarks/prompt_stats/{{model}}/{{dataset}}.tsv"
+        f"{R}/timings/prompt_stats/{{model}}/{{dataset}}.tsv"
     conda:
         "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
     script:
