@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from vicurl import devices
-from vicurl.engines.local import LocalTrainer, TrainConfig
+from vicurl.engines.local import LocalTrainer
 from vicurl.evaluation.generate import generate_records, load_model
 from vicurl.probes.probe import micro_batch_size
+from vicurl.settings import TrainSettings
 
 
 def test_auto_is_cuda_when_present_else_cpu(monkeypatch):
@@ -46,8 +47,8 @@ def test_cpu_models_stay_float32_and_the_policy_samples_itself(char_model_dir, t
     assert model.dtype == torch.float32 and model.device.type == "cpu"
     df = pd.DataFrame({"id": [f"p{i}" for i in range(4)], "question": [f"Compute {i} + 1." for i in range(4)],
                        "answer": [str(i + 1) for i in range(4)]})
-    tr = LocalTrainer(TrainConfig(total_steps=1, batch_size=2, group_size=2), char_model_dir, df, tmp_path)
-    assert tr.device == torch.device("cpu") and tr.sampling_model() is tr.policy  # no bf16 copy on the CPU
+    tr = LocalTrainer(TrainSettings(total_steps=1, batch_size=2, group_size=2), char_model_dir, df, tmp_path)
+    assert tr.device == torch.device("cpu") and tr.scorer.sampling_model() is tr.policy  # no bf16 copy on the CPU
 
 
 def test_auto_on_this_machine_gives_the_cpu_numbers(char_model_dir, monkeypatch):

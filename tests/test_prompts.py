@@ -43,9 +43,10 @@ def test_generation_shows_the_options(char_model_dir, monkeypatch):
 
 
 def test_training_shows_the_options(char_model_dir, tmp_path):
-    from vicurl.engines.local import LocalTrainer, TrainConfig
+    from vicurl.engines.local import LocalTrainer
+    from vicurl.settings import TrainSettings
 
-    cfg = TrainConfig(total_steps=1, batch_size=2, group_size=2, kl_coef=0.0)
+    cfg = TrainSettings(total_steps=1, batch_size=2, group_size=2, kl_coef=0.0)
     tr = LocalTrainer(cfg, char_model_dir, mc_problems(), tmp_path / "w")
     assert tr.prompts[0].startswith("Pick the even one.\n\nA. 3\nB. 4\nC. 5\n")
     plain = pd.DataFrame({"id": ["a", "b"], "question": ["x?", "y?"], "answer": ["1", "2"]})  # no options column

@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from vicurl.prompts import build_prompts, prompt_token_ids
+from vicurl.settings import TrainSettings
 
 log = logging.getLogger(__name__)
 
@@ -127,13 +128,12 @@ def fit(df: pd.DataFrame, prompts: Sequence[str], tokenizer, limit: Limit | None
     return df.iloc[keep].reset_index(drop=True), [prompts[i] for i in keep], report
 
 
-def fit_training_set(df: pd.DataFrame, tokenizer, *, max_prompt_length: int, policy: str = "drop",
-                     prompt_order: str = "question_first", chat_template: bool | str = "auto",
+def fit_training_set(df: pd.DataFrame, tokenizer, settings: TrainSettings,
                      source: str = "the training set") -> tuple[pd.DataFrame, list[str], dict[str, Any]]:
     """A training set's rows and prompts as both engines train on them (``fit`` against
     ``train.max_prompt_length``, policy ``train.long_prompts``)."""
-    prompts = build_prompts(df, prompt_order, tokenizer, chat_template)
-    return fit(df, prompts, tokenizer, training_limit(max_prompt_length), policy, source)
+    prompts = build_prompts(df, settings.prompt_order, tokenizer, settings.chat_template)
+    return fit(df, prompts, tokenizer, training_limit(settings.max_prompt_length), settings.long_prompts, source)
 
 
 def write_report(work_dir: str | Path, report: Mapping[str, Any], source: str) -> Path:
