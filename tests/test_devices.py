@@ -10,6 +10,7 @@ from vicurl.engines.local import LocalTrainer
 from vicurl.evaluation.generate import generate_records, load_model
 from vicurl.probes.probe import micro_batch_size
 from vicurl.settings import TrainSettings
+from vicurl.settings import SamplingSettings
 
 
 def test_auto_is_cuda_when_present_else_cpu(monkeypatch):
@@ -55,6 +56,6 @@ def test_auto_on_this_machine_gives_the_cpu_numbers(char_model_dir, monkeypatch)
     """`device: auto` on a CPU machine is the CPU path, sample for sample."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     problems = pd.DataFrame({"id": ["a", "b"], "question": ["Compute 1 + 1.", "Compute 2 + 1."]})
-    kw = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=3, batch_size=4)
+    kw = dict(sampling=SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=3), batch_size=4)
     pd.testing.assert_frame_equal(generate_records(str(char_model_dir), problems, device="auto", **kw),
                                   generate_records(str(char_model_dir), problems, device="cpu", **kw))

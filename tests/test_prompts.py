@@ -6,6 +6,7 @@ import pytest
 import vicurl.evaluation.generate as gen
 from vicurl.data.schema import make_row, to_frame
 from vicurl.prompts import INSTRUCTION, build_prompt
+from vicurl.settings import SamplingSettings
 
 
 def test_plain_question_is_the_paper_template():
@@ -37,8 +38,8 @@ def test_generation_shows_the_options(char_model_dir, monkeypatch):
 
     monkeypatch.setattr(gen, "sample", fake_sample)
     with pytest.raises(RuntimeError, match="stop"):
-        gen.generate_records(str(char_model_dir), mc_problems(), n=1, temperature=1.0, top_p=1.0, max_new_tokens=2,
-                             seed=0, batch_size=2)
+        gen.generate_records(str(char_model_dir), mc_problems(),
+                             SamplingSettings(n=1, temperature=1.0, top_p=1.0, max_new_tokens=2, seed=0), batch_size=2)
     assert seen["prompts"] == [build_prompt("Pick the even one.", options=["3", "4", "5"]), build_prompt("What is 1 + 1?")]
 
 

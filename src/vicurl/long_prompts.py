@@ -136,6 +136,19 @@ def fit_training_set(df: pd.DataFrame, tokenizer, settings: TrainSettings,
     return fit(df, prompts, tokenizer, training_limit(settings.max_prompt_length), settings.long_prompts, source)
 
 
+def generation_prompts(problems: pd.DataFrame, tokenizer, context: int | None, max_new_tokens: int, *,
+                       prompt_order: str, chat_template: bool | str, name: str = "") -> list[str]:
+    """The prompts of a problem set for a generator whose model holds ``context`` tokens: refused,
+    naming the set (``name``) and the row, when one leaves less than ``max_new_tokens`` for its
+    response (the caller drops such problems first where their dataset says so: ``fit_sets``)."""
+    prompts = build_prompts(problems, prompt_order, tokenizer, chat_template)
+    # a prompt the context cannot hold with its response budget would fail an allocation inside
+    # the generator (a 10 MB question), naming neither the set nor the row
+    limit = generation_limit(context, max_new_tokens, f"datasets.{name or '<name>'}.on_bad_row")
+    fit(problems, prompts, tokenizer, limit, "fail", source=name or "the problem set")
+    return prompts
+
+
 def write_report(work_dir: str | Path, report: Mapping[str, Any], source: str) -> Path:
     """A training run's report (``<work>/long_prompts.json``, both engines), its drops said in the log."""
     from vicurl.io import write_json

@@ -6,6 +6,7 @@
                    verl launcher, the probes and the scripts read these attributes.
 ``VerlSettings``   the config's ``verl`` section (the hardware of a verl run); config/schema.yaml
                    documents each key and holds the same defaults (a test keeps them equal).
+``SamplingSettings``  what the evaluation generators sample with (``eval``, ``prompt_stats``)
 """
 
 from __future__ import annotations
@@ -94,3 +95,18 @@ class VerlSettings:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "VerlSettings":
         return _from_dict(cls, dict(d or {}), "verl setting(s)", "verl")
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """What both evaluation generators (transformers, vLLM) sample with: ``n`` samples per problem
+    at ``temperature`` / ``top_p``, at most ``max_new_tokens`` each, seeded by ``seed``; the
+    prompts rendered with ``prompt_order`` and ``chat_template`` (`vicurl.prompts`)."""
+
+    n: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    seed: int
+    prompt_order: str = "question_first"
+    chat_template: bool | str = "auto"
