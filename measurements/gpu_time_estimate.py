@@ -150,7 +150,7 @@ def measure_cpu(threads: int, seed: int = 0) -> Cpu:
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    from vicurl.engines.local import sequence_logprobs
+    from vicurl.engines.rollout import sequence_logprobs
     from vicurl.generation import Rollouts, response_mask_from_ids
 
     torch.set_num_threads(threads)

@@ -15,8 +15,8 @@ import argparse
 import torch
 
 from vicurl.data import schema
-from vicurl.engines.local import TrainConfig
 from vicurl.probes.probe import ProbeConfig, run_probe
+from vicurl.settings import TrainSettings
 
 KEYS = ("sigma2_full", "sigma2_kept", "vprob_full", "vprob_kept")
 
@@ -33,8 +33,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     df = schema.read(args.train_set)
-    cfg = TrainConfig(total_steps=args.total_steps, batch_size=32, group_size=8, max_response_length=64,
-                      micro_batch_size=128, curriculum="vicurl")
+    cfg = TrainSettings(total_steps=args.total_steps, batch_size=32, group_size=8, max_response_length=64,
+                        micro_batch_size=128, curriculum="vicurl")
     n_params = None
     runs = [("exact", 0), ("streaming", 0)] + [("sketch", r) for r in args.sketch_dims]
     results = {}

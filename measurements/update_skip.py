@@ -21,7 +21,8 @@ import time
 import torch
 
 from vicurl.data import schema
-from vicurl.engines.local import LocalTrainer, TrainConfig
+from vicurl.engines.local import LocalTrainer
+from vicurl.settings import TrainSettings
 
 
 def time_update(trainer: LocalTrainer, part, weights: torch.Tensor, skip: bool, repeats: int) -> list[float]:
@@ -33,7 +34,7 @@ def time_update(trainer: LocalTrainer, part, weights: torch.Tensor, skip: bool, 
         trainer.optimizer.load_state_dict(opt0)
         trainer.policy.train()
         t0 = time.perf_counter()
-        trainer._update(1, part.rollouts, part.old_lp, part.advantages, weights)
+        trainer._update(1, part.rollouts, part.old_lp, part.scored.advantages, weights)
         times.append(time.perf_counter() - t0)
     return times
 
@@ -55,14 +56,14 @@ def main(argv=None) -> None:
           f"median of {args.repeats} updates")
     print(f"{'beta':>5} {'kept':>5} {'masked_s':>9} {'skipped_s':>10} {'ratio':>6}")
     for beta in args.betas:
-        cfg = TrainConfig(total_steps=1, batch_size=args.batch_size, group_size=args.group_size, lr=1e-4,
-                          max_response_length=args.max_response_length, micro_batch_size=128,
-                          curriculum="vicurl", curriculum_params={"beta_start": beta, "schedule": "constant"})
+        cfg = TrainSettings(total_steps=1, batch_size=args.batch_size, group_size=args.group_size, lr=1e-4,
+                            max_response_length=args.max_response_length, micro_batch_size=128,
+                            curriculum="vicurl", curriculum_params={"beta_start": beta, "schedule": "constant"})
         with tempfile.TemporaryDirectory() as work:
             tr = LocalTrainer(cfg, args.model, df, work)
             ids = [tr.ids[i] for i in tr.batch_indices(1)]
-            part = tr._rollout(ids, seed=1)
-            sel = tr.curriculum.select(tr._batch(part, 1))
+            part = tr.scorer.rollout(ids, seed=1)
+            sel = tr.curriculum.select(tr.scorer.curriculum_batch(part, 1))
             weights = sel.weights.repeat_interleave(args.group_size)
             masked = statistics.median(time_update(tr, part, weights, skip=False, repeats=args.repeats))
             skipped = statistics.median(time_update(tr, part, weights, skip=True, repeats=args.repeats))

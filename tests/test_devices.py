@@ -6,9 +6,11 @@ import pytest
 import torch
 
 from vicurl import devices
-from vicurl.engines.local import LocalTrainer, TrainConfig
+from vicurl.engines.local import LocalTrainer
 from vicurl.evaluation.generate import generate_records, load_model
 from vicurl.probes.probe import micro_batch_size
+from vicurl.settings import TrainSettings
+from vicurl.settings import SamplingSettings
 
 
 def test_auto_is_cuda_when_present_else_cpu(monkeypatch):
@@ -46,14 +48,14 @@ def test_cpu_models_stay_float32_and_the_policy_samples_itself(char_model_dir, t
     assert model.dtype == torch.float32 and model.device.type == "cpu"
     df = pd.DataFrame({"id": [f"p{i}" for i in range(4)], "question": [f"Compute {i} + 1." for i in range(4)],
                        "answer": [str(i + 1) for i in range(4)]})
-    tr = LocalTrainer(TrainConfig(total_steps=1, batch_size=2, group_size=2), char_model_dir, df, tmp_path)
-    assert tr.device == torch.device("cpu") and tr.sampling_model() is tr.policy  # no bf16 copy on the CPU
+    tr = LocalTrainer(TrainSettings(total_steps=1, batch_size=2, group_size=2), char_model_dir, df, tmp_path)
+    assert tr.device == torch.device("cpu") and tr.scorer.sampling_model() is tr.policy  # no bf16 copy on the CPU
 
 
 def test_auto_on_this_machine_gives_the_cpu_numbers(char_model_dir, monkeypatch):
     """`device: auto` on a CPU machine is the CPU path, sample for sample."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     problems = pd.DataFrame({"id": ["a", "b"], "question": ["Compute 1 + 1.", "Compute 2 + 1."]})
-    kw = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=3, batch_size=4)
+    kw = dict(sampling=SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=3), batch_size=4)
     pd.testing.assert_frame_equal(generate_records(str(char_model_dir), problems, device="auto", **kw),
                                   generate_records(str(char_model_dir), problems, device="cpu", **kw))

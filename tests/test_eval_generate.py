@@ -5,6 +5,7 @@ from vicurl.data.schema import make_row, to_frame
 from vicurl.evaluation.generate import RECORD_COLUMNS, generate_records, generate_sets, read_records, write_records
 from vicurl.evaluation.records import combine
 from vicurl.prompts import build_prompt
+from vicurl.settings import SamplingSettings
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +19,8 @@ def problems():
 
 
 def gen(model_dir, seed=1):
-    return generate_records(model_dir, problems(), n=2, temperature=1.0, top_p=1.0, max_new_tokens=6,
-                            seed=seed, batch_size=4)
+    return generate_records(model_dir, problems(), SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6,
+                                                                    seed=seed), batch_size=4)
 
 
 def test_records_shape_and_determinism(tiny_model_dir, tmp_path):
@@ -41,7 +42,7 @@ def test_records_shape_and_determinism(tiny_model_dir, tmp_path):
 def test_one_load_for_several_benchmarks_gives_each_benchmarks_own_samples(tiny_model_dir, tmp_path):
     """eval.per_checkpoint: a checkpoint's job samples each benchmark as the per-benchmark job does."""
     other = to_frame([make_row(id=f"r{i}", source="t", question=f"What is {i} * 2?", answer=str(2 * i)) for i in range(2)])
-    kw = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=7, batch_size=4)
+    kw = dict(sampling=SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=7), batch_size=4)
     sets = generate_sets(tiny_model_dir, {"a": problems(), "b": other}, **kw)
     pd.testing.assert_frame_equal(sets["a"], generate_records(tiny_model_dir, problems(), **kw))
     pd.testing.assert_frame_equal(sets["b"], generate_records(tiny_model_dir, other, **kw))
@@ -85,7 +86,7 @@ def test_the_models_context_less_the_response_budget_is_the_limit():
 def test_a_prompt_the_context_cannot_hold_is_refused_naming_set_and_row(tiny_model_dir):
     """The generator itself never starts on a prompt longer than the context (512) less the budget:
     an error names the set, the row and the setting that would drop it."""
-    kw = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=1, batch_size=4)
+    kw = dict(sampling=SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=1), batch_size=4)
     with pytest.raises(ValueError, match=r"math500: 1 prompt\(s\) longer than 506 tokens \(the model's context of 512 "
                                          r"tokens minus eval.max_new_tokens=6\): 'q1' \(\d+ tokens\); "
                                          r"set datasets.math500.on_bad_row: drop"):
@@ -97,7 +98,7 @@ def test_long_problems_are_dropped_and_counted_or_refused_per_on_bad_row(tiny_mo
     sampled exactly as in a set without it. A set without long prompts is left as it is."""
     from vicurl.long_prompts import fit_sets
 
-    kw = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=1, batch_size=4)
+    kw = dict(sampling=SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=1), batch_size=4)
     huge = with_long(problems(), ["q1"], size=1_000_000)
     kept, reports = fit_sets(tiny_model_dir, {"a": huge, "b": problems()}, max_new_tokens=6,
                              policies={"a": "drop", "b": "fail"})

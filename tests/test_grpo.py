@@ -1,12 +1,16 @@
 """GRPO (the paper's objective) against a hand computation on a tiny batch."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
-from vicurl.algos.grpo import LossConfig, group_advantages, grpo_loss
+from vicurl.algos.grpo import group_advantages, grpo_loss, loss_config
+from vicurl.settings import TrainSettings
+
+PAPER = loss_config(TrainSettings(total_steps=1))  # the paper's loss settings
 
 
 def test_group_advantages_by_hand():
@@ -55,7 +59,8 @@ def test_grpo_loss_by_hand(weight_kl):
     adv = torch.tensor([1.5, -0.7, 0.3, -2.0])[:, None].expand(n, r).clone()
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]])
     w = torch.tensor([5.0, 0.0, 5.0, 1.0])
-    cfg = LossConfig(kl_coef=0.001, weight_kl=weight_kl)
+    cfg = replace(PAPER, weight_kl=weight_kl)
+    assert cfg.kl_coef == 0.001
     loss, _ = grpo_loss(lp, old, adv * mask, mask, w, cfg, ref_log_prob=ref)
     expect = hand_loss(lp.tolist(), old.tolist(), ref.tolist(), adv.tolist(), mask.tolist(), w.tolist(), weight_kl=weight_kl)
     assert loss.item() == pytest.approx(expect, rel=1e-5)
@@ -70,7 +75,7 @@ def test_micro_batches_add_up_to_the_mini_batch():
     mask = torch.ones(6, 4)
     mask[2, 2:] = 0
     w = torch.tensor([1.0, 2.0, 0.0, 1.0, 0.5, 3.0])
-    cfg = LossConfig()
+    cfg = PAPER
     lp = base.clone().requires_grad_(True)
     grpo_loss(lp, old, adv, mask, w, cfg, ref_log_prob=ref)[0].backward()
     full = lp.grad.clone()

@@ -8,7 +8,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from vicurl import rewards as reward_sources
-from vicurl.engines.local import LocalTrainer, TrainConfig
+from vicurl.engines.local import LocalTrainer
+from vicurl.settings import TrainSettings
 
 
 def problems(n=24):
@@ -21,7 +22,7 @@ def config(**kw):
                 mini_batch_size=2, save_every=2, export_steps=[3, 5], curriculum="vicurl",
                 curriculum_params={"beta_start": 0.5}, seed=3)
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainSettings(**base)
 
 
 def weights(model):
@@ -112,7 +113,7 @@ def test_changed_settings_refuse_to_resume(char_model_dir, tmp_path):
 
 def test_unknown_setting_is_named():
     with pytest.raises(ValueError, match="lrr"):
-        TrainConfig.from_dict({"total_steps": 1, "lrr": 1.0})
+        TrainSettings.from_dict({"total_steps": 1, "lrr": 1.0})
 
 
 def parity_reward(group):
@@ -244,3 +245,22 @@ def test_long_training_prompts_refuse_the_set_naming_the_rows(char_model_dir, tm
                                          r"tokens are dropped, fewer than train.batch_size=4"):
         LocalTrainer(config(), char_model_dir, with_long_questions(problems(5), [1, 3], size=600), tmp_path / "b",
                      source="train.parquet")
+
+
+def test_scored_rollouts_concat_holds_both_parts(char_model_dir, tmp_path):
+    """VCRL's replay appends a second scored part: rows, values and Scored concatenated, responses
+    re-padded, reward metrics the per-prompt mean."""
+    tr = LocalTrainer(config(max_response_length=6), char_model_dir, problems(), tmp_path / "w")
+    a = tr.scorer.rollout(tr.ids[:2], seed=1)
+    b = tr.scorer.rollout(tr.ids[2:5], seed=2)
+    b.scored.metrics = {"reward/x": 4.0}
+    a.scored.metrics = {"reward/x": 1.0}
+    both = a.concat(b, tr.tokenizer.pad_token_id)
+    assert both.ids == tr.ids[:5] and len(both.rollouts.texts) == 5 * 4
+    assert torch.equal(both.scored.rewards, torch.cat([a.scored.rewards, b.scored.rewards]))
+    assert torch.equal(both.scored.keep, torch.cat([a.scored.keep, b.scored.keep]))
+    w = a.old_lp.shape[1]
+    assert torch.equal(both.old_lp[:8, :w], a.old_lp) and torch.equal(both.scored.advantages[:8, :w], a.scored.advantages)
+    assert both.scored.metrics == {"reward/x": (1.0 * 2 + 4.0 * 3) / 5}
+    batch = tr.scorer.curriculum_batch(both, 1)
+    assert batch.prompt_ids == tr.ids[:5] and batch.rewards.shape == (5, 4)

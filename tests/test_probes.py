@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from vicurl.curriculum.schedules import linear_beta
-from vicurl.engines.local import TrainConfig
 from vicurl.probes import variance
 from vicurl.probes.probe import ProbeConfig, probe_prompt_ids, run_probe
+from vicurl.settings import TrainSettings
 
 
 def test_estimates_by_hand():
@@ -73,7 +73,7 @@ def train_cfg(**kw):
     base = dict(total_steps=10, batch_size=4, group_size=4, lr=1e-3, max_response_length=12, micro_batch_size=8,
                 curriculum="vicurl", curriculum_params={"beta_start": 0.2}, seed=0)
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainSettings(**base)
 
 
 def test_probe_of_a_real_model_low_memory_methods_agree_with_exact(char_model_dir, monkeypatch):
@@ -108,3 +108,20 @@ def test_probe_batch_is_fixed_and_errors_are_named(char_model_dir):
     with pytest.raises(ValueError, match="keeps state"):
         run_probe(train_cfg(curriculum="vcrl", curriculum_params={}), char_model_dir, char_model_dir, df, step=1,
                   probe=ProbeConfig(n_prompts=4, rollouts=2))
+
+
+def test_the_probe_scores_rollouts_without_a_trainer():
+    """The probe uses the public rollout component: no LocalTrainer (optimizer, work folder), no
+    private members of another module."""
+    import subprocess
+    import sys
+
+    code = "import sys, vicurl.probes.probe; print('vicurl.engines.local' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    import inspect
+    import re
+
+    from vicurl.probes import probe as probe_lib
+
+    assert not re.search(r"\w\._[a-z]", inspect.getsource(probe_lib))

@@ -6,6 +6,7 @@ import pytest
 import vicurl.evaluation.generate as gen
 from vicurl.data.schema import make_row, to_frame
 from vicurl.prompts import INSTRUCTION, build_prompt
+from vicurl.settings import SamplingSettings
 
 
 def test_plain_question_is_the_paper_template():
@@ -37,15 +38,16 @@ def test_generation_shows_the_options(char_model_dir, monkeypatch):
 
     monkeypatch.setattr(gen, "sample", fake_sample)
     with pytest.raises(RuntimeError, match="stop"):
-        gen.generate_records(str(char_model_dir), mc_problems(), n=1, temperature=1.0, top_p=1.0, max_new_tokens=2,
-                             seed=0, batch_size=2)
+        gen.generate_records(str(char_model_dir), mc_problems(),
+                             SamplingSettings(n=1, temperature=1.0, top_p=1.0, max_new_tokens=2, seed=0), batch_size=2)
     assert seen["prompts"] == [build_prompt("Pick the even one.", options=["3", "4", "5"]), build_prompt("What is 1 + 1?")]
 
 
 def test_training_shows_the_options(char_model_dir, tmp_path):
-    from vicurl.engines.local import LocalTrainer, TrainConfig
+    from vicurl.engines.local import LocalTrainer
+    from vicurl.settings import TrainSettings
 
-    cfg = TrainConfig(total_steps=1, batch_size=2, group_size=2, kl_coef=0.0)
+    cfg = TrainSettings(total_steps=1, batch_size=2, group_size=2, kl_coef=0.0)
     tr = LocalTrainer(cfg, char_model_dir, mc_problems(), tmp_path / "w")
     assert tr.prompts[0].startswith("Pick the even one.\n\nA. 3\nB. 4\nC. 5\n")
     plain = pd.DataFrame({"id": ["a", "b"], "question": ["x?", "y?"], "answer": ["1", "2"]})  # no options column

@@ -203,11 +203,12 @@ def problems(n=8):
 @pytest.mark.parametrize("reward, params", [("majority_vote", {"n_votes": 6}), ("entropy", {"format_penalty": True}),
                                             ("semantic", {"entropy_threshold": 1.0})])
 def test_local_engine_trains_with_each_reward(char_model_dir, tmp_path, reward, params):
-    from vicurl.engines.local import LocalTrainer, TrainConfig
+    from vicurl.engines.local import LocalTrainer
+    from vicurl.settings import TrainSettings
 
-    cfg = TrainConfig(total_steps=1, batch_size=4, group_size=4, lr=1e-3, max_response_length=8, micro_batch_size=8,
-                      save_every=1, seed=1, reward=reward, reward_params=params, curriculum="vicurl",
-                      curriculum_params={"beta_start": 0.5})
+    cfg = TrainSettings(total_steps=1, batch_size=4, group_size=4, lr=1e-3, max_response_length=8, micro_batch_size=8,
+                        save_every=1, seed=1, reward=reward, reward_params=params, curriculum="vicurl",
+                        curriculum_params={"beta_start": 0.5})
     hist = LocalTrainer(cfg, char_model_dir, problems(), tmp_path / "w").run()
     m = hist[0]
     assert f"reward/{reward}/mean" in m and "reward/oracle_acc" in m
@@ -219,15 +220,16 @@ def test_local_engine_trains_with_each_reward(char_model_dir, tmp_path, reward, 
 
 
 def test_n_votes_below_group_size_is_refused(char_model_dir, tmp_path):
-    from vicurl.engines.local import LocalTrainer, TrainConfig
+    from vicurl.engines.local import LocalTrainer
+    from vicurl.settings import TrainSettings
 
-    cfg = TrainConfig(total_steps=1, batch_size=4, group_size=4, reward="majority_vote", reward_params={"n_votes": 2})
+    cfg = TrainSettings(total_steps=1, batch_size=4, group_size=4, reward="majority_vote", reward_params={"n_votes": 2})
     with pytest.raises(ValueError, match="n_votes"):
         LocalTrainer(cfg, char_model_dir, problems(), tmp_path / "w")
 
 
 def test_first_of_each_group_keeps_the_trained_rows():
-    from vicurl.engines.local import first_of_each_group
+    from vicurl.engines.rollout import first_of_each_group
     from vicurl.generation import Rollouts
 
     n, g, b = 3, 2, 2  # 2 prompts x 3 samples, train on the first 2 of each

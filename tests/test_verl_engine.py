@@ -29,9 +29,10 @@ from verl.trainer.ppo.reward import extract_reward
 from verl.utils import tensordict_utils as tu
 
 from vicurl import runs as runs_lib
-from vicurl.algos.grpo import grpo_loss
+from vicurl.algos.grpo import grpo_loss, loss_config
 from vicurl.engines import local as local_engine
-from vicurl.engines.local import LocalTrainer, TrainConfig
+from vicurl.engines import rollout as rollout_engine
+from vicurl.engines.local import LocalTrainer
 from vicurl.engines.step import sequence_weights
 from vicurl.engines.verl import hook as hook_lib
 from vicurl.engines.verl import launch
@@ -41,6 +42,7 @@ from vicurl.engines.verl.hook import Hook, loss_plan
 from vicurl.engines.verl.sampler import CurriculumSampler
 from vicurl.engines.verl.trainer import OVERRIDES, VICuRLTrainer
 from vicurl.generation import Rollouts
+from vicurl.settings import TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
@@ -93,16 +95,16 @@ def fixed_rollouts(tokenizer, prompts, responses=RESPONSES):
 
 
 def local_step(model_dir, tmp_path, monkeypatch, settings, step=2):
-    """The local engine on the fixed rollouts: its _Part, selection and per-sequence weights."""
-    cfg = TrainConfig.from_dict({k: v for k, v in settings.items()})
+    """The local engine on the fixed rollouts: its scored rollouts, selection and per-sequence weights."""
+    cfg = TrainSettings.from_dict(settings)
     tr = LocalTrainer(cfg, model_dir, problems(), tmp_path / "local", prompt_stats=prompt_stats())
     ids = tr.ids[:B]
     roll = fixed_rollouts(tr.tokenizer, [tr.prompts[tr.row_of[i]] for i in ids])
-    monkeypatch.setattr(local_engine, "sample", lambda *a, **k: roll)
-    part = tr._rollout(ids, seed=0)
-    batch = tr._batch(part, step)
+    monkeypatch.setattr(rollout_engine, "sample", lambda *a, **k: roll)
+    part = tr.scorer.rollout(ids, seed=0)
+    batch = tr.scorer.curriculum_batch(part, step)
     selection = tr.curriculum.select(batch)
-    return tr, part, selection, sequence_weights(selection.weights, part.keep, G)
+    return tr, part, selection, sequence_weights(selection.weights, part.scored.keep, G)
 
 
 def interleave_order():
@@ -226,11 +228,11 @@ def test_rewards_advantages_and_weights_equal_the_local_engine(reward, curriculu
     batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
     batch = ray_trainer.compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=G)
 
-    torch.testing.assert_close(batch.batch["token_level_scores"].sum(-1), part.rewards[rows])
-    torch.testing.assert_close(batch.batch["advantages"] * mask, part.advantages[rows] * mask)
+    torch.testing.assert_close(batch.batch["token_level_scores"].sum(-1), part.scored.rewards[rows])
+    torch.testing.assert_close(batch.batch["advantages"] * mask, part.scored.advantages[rows] * mask)
     scored = trainer._hook.pending.scored
-    torch.testing.assert_close(scored.confidence, part.confidence)
-    assert torch.equal(scored.keep, part.keep)
+    torch.testing.assert_close(scored.confidence, part.scored.confidence)
+    assert torch.equal(scored.keep, part.scored.keep)
 
     # the update: what reaches the worker group weights every sequence as the local loss does
     out = trainer._update_actor(batch)
@@ -256,7 +258,7 @@ def test_rewards_advantages_and_weights_equal_the_local_engine(reward, curriculu
         torch.testing.assert_close(kl_w, torch.ones(n))
     assert torch.equal(batch.batch["response_mask"], part.rollouts.response_mask[rows])  # fit's metrics unchanged
     rec = json.loads((tmp_path / "work" / "metrics.jsonl").read_text().splitlines()[-1])
-    assert rec["step"] == 2 and rec["reward/mean"] == pytest.approx(float(part.rewards.mean()))
+    assert rec["step"] == 2 and rec["reward/mean"] == pytest.approx(float(part.scored.rewards.mean()))
     assert rec["actor/pg_loss"] == pytest.approx(0.2) and rec["actor/update_seqs"] == float((loss_mask.sum(-1) > 0).sum())
     for k, v in selection.metrics.items():
         assert rec[k] == (None if not np.isfinite(v) else pytest.approx(v, rel=1e-6, abs=1e-9)), k
@@ -280,7 +282,7 @@ def test_verl_loss_equals_the_local_loss(char_model_dir, tmp_path, monkeypatch):
     batch = batch.union(old)
     ref_lp = part.old_lp - 0.05 * torch.arange(R).float()  # a reference policy that differs
     batch.batch["ref_log_prob"] = ref_lp[rows]
-    batch.batch["advantages"] = part.advantages[rows]
+    batch.batch["advantages"] = part.scored.advantages[rows]
     trainer._update_actor(batch)
     sent = trainer.actor_rollout_wg.sent
 
@@ -293,8 +295,8 @@ def test_verl_loss_equals_the_local_loss(char_model_dir, tmp_path, monkeypatch):
     tu.assign_non_tensor(sent, dp_size=1, batch_num_tokens=int(sent["response_mask"].sum()))
     verl_loss, _ = ppo_loss(actor_cfg, {"log_probs": to_no_padding(logp[rows], batch.batch)}, sent)
     (g_verl,) = torch.autograd.grad(verl_loss, logp)
-    local_loss, _ = grpo_loss(logp, part.old_lp, part.advantages, part.rollouts.response_mask, seq_w, tr.cfg.loss,
-                              ref_log_prob=ref_lp, global_batch_size=B * G)
+    local_loss, _ = grpo_loss(logp, part.old_lp, part.scored.advantages, part.rollouts.response_mask, seq_w,
+                              loss_config(tr.cfg), ref_log_prob=ref_lp, global_batch_size=B * G)
     (g_local,) = torch.autograd.grad(local_loss, logp)
     torch.testing.assert_close(verl_loss, local_loss, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(g_verl, g_local, rtol=1e-5, atol=1e-8)
@@ -316,7 +318,7 @@ def test_mini_batches_and_epochs_reach_both_engines_alike(mini, epochs, char_mod
                         lambda *a, **k: (normalizers.append(k["global_batch_size"]), real_loss(*a, **k))[1])
     real_step = tr.optimizer.step
     monkeypatch.setattr(tr.optimizer, "step", lambda *a, **k: (steps.append(len(normalizers)), real_step(*a, **k))[1])
-    tr._update(2, part.rollouts, part.old_lp, part.advantages, seq_w)
+    tr._update(2, part.rollouts, part.old_lp, part.scored.advantages, seq_w)
     local_updates = len(steps)
     local_sizes = sorted(set(normalizers))
 
@@ -478,7 +480,7 @@ def test_save_freq_is_save_every_and_the_trainer_saves_the_other_evaluated_steps
     assert launch.save_freq(s) == 10
     t = object.__new__(VICuRLTrainer)
     t.config = OmegaConf.create({"trainer": {"save_freq": 10}})
-    t._hook = type("H", (), {"settings": s, "total_steps": 626})()
+    t._hook = type("H", (), {"settings": TrainSettings.from_dict(s), "total_steps": 626})()
     assert t._vicurl_extra_saves() == {313}
 
 
@@ -555,11 +557,11 @@ def test_proposed_batches_equal_the_local_engines_and_survive_a_resume(curriculu
     from a checkpoint inside an epoch and at an epoch boundary."""
     params = {"target_start": 50.0} if curriculum == "adarft" else {}  # low rewards: the target moves down
     settings = settings_for("oracle", curriculum, export_steps=[], curriculum_params=params)
-    cfg = TrainConfig.from_dict(settings)
+    cfg = TrainSettings.from_dict(settings)
     tr = LocalTrainer(cfg, char_model_dir, problems(), tmp_path / "local", prompt_stats=prompt_stats())
-    monkeypatch.setattr(local_engine, "sample", lambda model, tok, prompts, *a, **k: fixed_rollouts(tok, prompts))
+    monkeypatch.setattr(rollout_engine, "sample", lambda model, tok, prompts, *a, **k: fixed_rollouts(tok, prompts))
     local_ids, parts = [], {}
-    rollout = tr._rollout
+    rollout = tr.scorer.rollout
 
     def recording(ids, seed):
         part = rollout(ids, seed)
@@ -567,7 +569,7 @@ def test_proposed_batches_equal_the_local_engines_and_survive_a_resume(curriculu
         parts[tuple(ids)] = part
         return part
 
-    tr._rollout = recording
+    tr.scorer.rollout = recording
     tr.run()  # the local engine, 4 steps (2 epochs of 2 batches)
     assert len(local_ids) == 4 and len({tuple(i) for i in local_ids}) > 1
     if curriculum == "adarft":
@@ -583,7 +585,7 @@ def test_proposed_batches_equal_the_local_engines_and_survive_a_resume(curriculu
         def step(t, batch_dict):
             ids = [e["id"] for e in batch_dict["extra_info"]]
             drawn.append(ids)
-            part = fresh._rollout(ids, seed=0)
+            part = fresh.scorer.rollout(ids, seed=0)
             batch = verl_batch(fresh, part, order)
             t.actor_rollout_wg.rollouts_of = lambda td: (part.old_lp[rows], part.entropys[rows])
             reward_tensor, _ = extract_reward(batch)
@@ -625,7 +627,7 @@ def test_proposed_batches_equal_the_local_engines_and_survive_a_resume(curriculu
 
 def test_sampler_refuses_prefetching_workers(char_model_dir, tmp_path):
     settings = settings_for("oracle", "sent", export_steps=[])
-    tr = LocalTrainer(TrainConfig.from_dict(settings), char_model_dir, problems(), tmp_path / "l",
+    tr = LocalTrainer(TrainSettings.from_dict(settings), char_model_dir, problems(), tmp_path / "l",
                       prompt_stats=prompt_stats())
     t = object.__new__(VICuRLTrainer)
     t.config = OmegaConf.create({"data": {"dataloader_num_workers": 8}, "vicurl": {}})
@@ -654,23 +656,23 @@ def test_vcrl_replay_equals_the_local_engine(reward, char_model_dir, tmp_path, m
     # continuous rewards are min-max scaled per group (p high): a stricter kappa drops some prompts
     settings = settings_for(reward, "vcrl", kl_coef=0.5,
                             curriculum_params={"switch_step": 6, "kappa_early": 0.3 if reward == "oracle" else 0.9})
-    cfg = TrainConfig.from_dict(settings)
+    cfg = TrainSettings.from_dict(settings)
     tr = LocalTrainer(cfg, char_model_dir, problems(), tmp_path / "local", prompt_stats=prompt_stats())
     tr.curriculum.load_state_dict(BANK)
-    monkeypatch.setattr(local_engine, "sample", lambda model, tok, prompts, *a, **k: fixed_rollouts(
+    monkeypatch.setattr(rollout_engine, "sample", lambda model, tok, prompts, *a, **k: fixed_rollouts(
         tok, prompts, RESPONSES if len(prompts) == B else REPLAY_RESPONSES))
     step = 2
     ids = tr.ids[:B]
     # LocalTrainer.train_step up to the update
-    part = tr._rollout(ids, seed=0)
-    batch_l = tr._batch(part, step)
+    part = tr.scorer.rollout(ids, seed=0)
+    batch_l = tr.scorer.curriculum_batch(part, step)
     sel = tr.curriculum.select(batch_l)
     assert sel.replay, "the fixture must drop prompts and replay bank entries"
-    extra = tr._rollout(sel.replay, seed=1)
-    final = tr.curriculum.after_replay(sel, batch_l, tr._batch(extra, step))
+    extra = tr.scorer.rollout(sel.replay, seed=1)
+    final = tr.curriculum.after_replay(sel, batch_l, tr.scorer.curriculum_batch(extra, step))
     full = part.concat(extra, tr.tokenizer.pad_token_id)
-    tr.curriculum.observe(batch_l.concat(tr._batch(extra, step)), final)
-    seq_w = sequence_weights(final.weights, full.keep, G)
+    tr.curriculum.observe(batch_l.concat(tr.scorer.curriculum_batch(extra, step)), final)
+    seq_w = sequence_weights(final.weights, full.scored.keep, G)
     r = len(sel.replay)
     dropped = np.flatnonzero(sel.mask.numpy() == 0)[:r]
 
@@ -713,8 +715,8 @@ def test_vcrl_replay_equals_the_local_engine(reward, char_model_dir, tmp_path, m
     srct = torch.as_tensor(src)
     mask = full.rollouts.response_mask[srct].float()
     assert torch.equal(batch.batch["response_mask"], full.rollouts.response_mask[srct])
-    torch.testing.assert_close(batch.batch["token_level_scores"].sum(-1), full.rewards[srct])
-    torch.testing.assert_close(batch.batch["advantages"] * mask, full.advantages[srct] * mask)
+    torch.testing.assert_close(batch.batch["token_level_scores"].sum(-1), full.scored.rewards[srct])
+    torch.testing.assert_close(batch.batch["advantages"] * mask, full.scored.advantages[srct] * mask)
     torch.testing.assert_close(batch.batch["old_log_probs"], full.old_lp[srct] * mask)
     assert len(set(batch.non_tensor_batch["uid"])) == B
 
@@ -733,7 +735,7 @@ def test_vcrl_replay_equals_the_local_engine(reward, char_model_dir, tmp_path, m
     gone = torch.as_tensor(sorted(set(range(B * G)) - set(src.tolist())))
     assert (seq_w[gone] == 0).all()
     rec = json.loads((tmp_path / "work" / "metrics.jsonl").read_text().splitlines()[-1])
-    assert rec["curriculum/replayed"] == r and rec["reward/mean"] == pytest.approx(float(full.rewards.mean()))
+    assert rec["curriculum/replayed"] == r and rec["reward/mean"] == pytest.approx(float(full.scored.rewards.mean()))
     for k, v in final.metrics.items():
         assert rec[k] == (None if not np.isfinite(v) else pytest.approx(v, rel=1e-6, abs=1e-9)), k
     assert trainer._hook.curriculum.state_dict() == tr.curriculum.state_dict()

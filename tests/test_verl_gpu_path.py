@@ -27,6 +27,7 @@ from vicurl.engines.verl.data import VERBATIM_TEMPLATE
 from vicurl.long_prompts import fit, prompt_lengths, training_limit
 from vicurl.prompts import build_prompts
 from vicurl.engines.verl.trainer import CURRICULUM_STATE, VICuRLTrainer
+from vicurl.settings import TrainSettings
 
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|start|>{{ m['role'] }}\n{{ m['content'] }}<|end|>"
                  "{% endfor %}{% if add_generation_prompt %}<|start|>assistant\n{% endif %}")
@@ -476,7 +477,7 @@ def state_trainer(tmp_path, fail=False):
     t.use_critic = False
     t.actor_rollout_wg = _SaveOnly(fail)
     t.train_dataloader = type("DL", (), {"state_dict": lambda self: {}})()
-    t._hook = type("H", (), {"settings": {"export_steps": []}, "total_steps": 6,
+    t._hook = type("H", (), {"settings": TrainSettings(total_steps=6), "total_steps": 6,
                              "curriculum": make_curriculum("vicurl", {})})()
     return t
 

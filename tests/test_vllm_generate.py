@@ -21,6 +21,7 @@ from vicurl.evaluation.score import score
 from vicurl.evaluation.vllm_generate import generate_records_vllm, generate_sets_vllm, tokens_prompt
 from vicurl.generation import sample
 from vicurl.prompts import build_prompt, prompt_token_ids
+from vicurl.settings import SamplingSettings
 
 BOS = "<s>"
 # Llama 3's chat template renders its own BOS: a tokenizer that also adds one doubles it
@@ -96,8 +97,9 @@ def fake_vllm(monkeypatch):
 def test_vllm_records_match_the_cpu_schema(fake_vllm, char_model_dir):
     problems = pd.DataFrame({"id": ["a", "b"], "question": ["Compute 1 + 1.", "Compute 0 + 1."],
                              "answer": ["0", "1"], "answer_type": ["math", "math"]})
-    df = generate_records_vllm(str(char_model_dir), problems, n=4, temperature=0.6, top_p=0.95, max_new_tokens=32,
-                               seed=100, engine_args={"tensor_parallel_size": 2})
+    df = generate_records_vllm(str(char_model_dir), problems,
+                               SamplingSettings(n=4, temperature=0.6, top_p=0.95, max_new_tokens=32, seed=100),
+                               engine_args={"tensor_parallel_size": 2})
     assert list(df.columns) == RECORD_COLUMNS
     assert list(df["problem_id"]) == ["a"] * 4 + ["b"] * 4 and list(df["sample_idx"]) == [0, 1, 2, 3] * 2
     assert list(df["n_tokens"]) == [3, 4, 5, 6] * 2
@@ -120,7 +122,7 @@ def test_vllm_several_benchmarks_one_engine_one_call(fake_vllm, char_model_dir):
     seeds are those of a job on that benchmark alone."""
     a = pd.DataFrame({"id": ["a0", "a1"], "question": ["Compute 1 + 1.", "Compute 2 + 1."]})
     b = pd.DataFrame({"id": ["b0"], "question": ["Compute 5 + 1."]})
-    kw = dict(n=2, temperature=0.6, top_p=0.95, max_new_tokens=8, seed=50)
+    kw = dict(sampling=SamplingSettings(n=2, temperature=0.6, top_p=0.95, max_new_tokens=8, seed=50))
     sets = generate_sets_vllm(str(char_model_dir), {"a": a, "b": b}, **kw)
     assert fake_vllm["engines"] == 1 and fake_vllm["generate_calls"] == 1
     assert [p["seed"] for p in fake_vllm["params"]] == [50, 51, 50]
@@ -141,7 +143,8 @@ def test_vllm_wrong_completion_count_is_an_error(fake_vllm, char_model_dir, monk
 
     monkeypatch.setattr(sys.modules["vllm"].LLM, "generate", short)
     with pytest.raises(RuntimeError, match="expected 2"):
-        generate_records_vllm(str(char_model_dir), problems, n=2, temperature=1, top_p=1, max_new_tokens=4, seed=0)
+        generate_records_vllm(str(char_model_dir), problems,
+                              SamplingSettings(n=2, temperature=1, top_p=1, max_new_tokens=4, seed=0))
 
 
 def test_vllm_gets_the_cpu_samplers_ids_with_the_chat_templates_bos_only(fake_vllm, bos_model_dir):
@@ -152,8 +155,8 @@ def test_vllm_gets_the_cpu_samplers_ids_with_the_chat_templates_bos_only(fake_vl
     tok = AutoTokenizer.from_pretrained(bos_model_dir)
     bos = tok.bos_token_id
     problems = pd.DataFrame({"id": ["a", "b"], "question": ["Compute 1 + 1.", "Compute 2 + 3."]})
-    generate_records_vllm(bos_model_dir, problems, n=2, temperature=1.0, top_p=1.0, max_new_tokens=4, seed=0,
-                          chat_template=True)
+    generate_records_vllm(bos_model_dir, problems, SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=4, seed=0,
+                                                            chat_template=True))
     texts = [build_prompt(q, tokenizer=tok, chat_template=True) for q in problems["question"]]
     assert all(t.startswith(BOS) for t in texts)  # the template renders the BOS
     assert [tok(t)["input_ids"].count(bos) for t in texts] == [2, 2]  # what string prompts got
@@ -236,7 +239,7 @@ def test_vllm_refuses_a_prompt_longer_than_the_context_it_serves(fake_vllm, char
     long = "What is " + "1+" * 60 + "1?"
     problems = pd.DataFrame({"id": ["a", "b"], "question": ["Compute 1 + 1.", long], "answer": ["2", "2"],
                              "answer_type": ["math", "math"]})
-    kw = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=16, seed=0)
+    kw = dict(sampling=SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=16, seed=0))
     generate_records_vllm(str(char_model_dir), problems, **kw)  # the model's 512 positions hold both
     with pytest.raises(ValueError, match=r"gsm: 1 prompt\(s\) longer than 240 tokens \(the model's context of 256 tokens "
                                          r"minus eval.max_new_tokens=16\): 'b' .*datasets.gsm.on_bad_row: drop"):

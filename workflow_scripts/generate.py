@@ -9,6 +9,7 @@ from vicurl.data import schema
 from vicurl.evaluation.engines import generate_sets_with
 from vicurl.evaluation.records import combine, write_records
 from vicurl.long_prompts import fit_sets
+from vicurl.settings import SamplingSettings
 from vicurl.workflow import setup
 
 log = setup(snakemake)
@@ -31,13 +32,9 @@ records = generate_sets_with(
     ev["engine"],
     snakemake.params.model_dir,
     problem_sets,
-    n=ev["n_samples"],
-    temperature=ev["temperature"],
-    top_p=ev["top_p"],
-    max_new_tokens=ev["max_new_tokens"],
-    seed=seed,
-    prompt_order=snakemake.params.prompt_order,
-    chat_template=snakemake.params.chat_template,
+    SamplingSettings(n=ev["n_samples"], temperature=ev["temperature"], top_p=ev["top_p"],
+                     max_new_tokens=ev["max_new_tokens"], seed=seed, prompt_order=snakemake.params.prompt_order,
+                     chat_template=snakemake.params.chat_template),
     batch_size=ev["batch_size"],
     threads=snakemake.threads,
     device=snakemake.params.device,

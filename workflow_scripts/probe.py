@@ -6,12 +6,12 @@ from vicurl.workflow import setup
 
 log = setup(snakemake)
 
-from vicurl.engines.local import TrainConfig  # noqa: E402  (after logging is set up)
-from vicurl.probes.probe import ProbeConfig, run_probe  # noqa: E402
+from vicurl.probes.probe import ProbeConfig, run_probe  # noqa: E402  (after logging is set up)
+from vicurl.settings import TrainSettings  # noqa: E402
 
 w, p = snakemake.wildcards, dict(snakemake.params.probe)
 probe = ProbeConfig(**{k: p[k] for k in ("n_prompts", "rollouts", "method", "sketch_dim", "seed")})
-result = run_probe(TrainConfig.from_dict(dict(snakemake.params.settings)), snakemake.params.checkpoint_dir,
+result = run_probe(TrainSettings.from_dict(dict(snakemake.params.settings)), snakemake.params.checkpoint_dir,
                    snakemake.params.base_dir, schema.read(snakemake.input.train_set), step=int(w.step), probe=probe,
                    device=snakemake.params.device)
 reward, curriculum = w.setting.split("-", 1)

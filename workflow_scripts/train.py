@@ -26,9 +26,10 @@ if snakemake.params.engine == "verl":  # GPU cluster: verl 0.9.1 with the same h
              snakemake.output.checkpoints, snakemake.output.metrics, verl=dict(snakemake.config.get("verl") or {}),
              prompt_stats=stats_path, start_from=start)
 else:
-    from vicurl.engines.local import LocalTrainer, TrainConfig
+    from vicurl.engines.local import LocalTrainer
+    from vicurl.settings import TrainSettings
 
-    cfg = TrainConfig.from_dict(settings)
+    cfg = TrainSettings.from_dict(settings)
     stats = pd.read_parquet(stats_path) if stats_path else None
     # prompts over train.max_prompt_length tokens dropped (counted in _work/long_prompts.json) or refused, as on verl
     trainer = LocalTrainer(cfg, snakemake.params.model_dir, schema.read(snakemake.input.train_set),

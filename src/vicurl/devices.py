@@ -3,7 +3,7 @@
 ``auto`` is CUDA when present, else the CPU. On the CPU everything stays float32, so the demo and
 the tests keep their exact numbers. On CUDA, models used only for sampling hold bf16 weights (as
 the paper's vLLM rollouts do); models whose gradients or log-probabilities are compared keep
-float32 (``vicurl.engines.local``).
+float32 (``vicurl.engines.rollout``).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from vicurl.prompts import build_prompts, prompt_token_ids
+from vicurl.settings import TrainSettings
 
 log = logging.getLogger(__name__)
 
@@ -127,13 +128,25 @@ def fit(df: pd.DataFrame, prompts: Sequence[str], tokenizer, limit: Limit | None
     return df.iloc[keep].reset_index(drop=True), [prompts[i] for i in keep], report
 
 
-def fit_training_set(df: pd.DataFrame, tokenizer, *, max_prompt_length: int, policy: str = "drop",
-                     prompt_order: str = "question_first", chat_template: bool | str = "auto",
+def fit_training_set(df: pd.DataFrame, tokenizer, settings: TrainSettings,
                      source: str = "the training set") -> tuple[pd.DataFrame, list[str], dict[str, Any]]:
     """A training set's rows and prompts as both engines train on them (``fit`` against
     ``train.max_prompt_length``, policy ``train.long_prompts``)."""
-    prompts = build_prompts(df, prompt_order, tokenizer, chat_template)
-    return fit(df, prompts, tokenizer, training_limit(max_prompt_length), policy, source)
+    prompts = build_prompts(df, settings.prompt_order, tokenizer, settings.chat_template)
+    return fit(df, prompts, tokenizer, training_limit(settings.max_prompt_length), settings.long_prompts, source)
+
+
+def generation_prompts(problems: pd.DataFrame, tokenizer, context: int | None, max_new_tokens: int, *,
+                       prompt_order: str, chat_template: bool | str, name: str = "") -> list[str]:
+    """The prompts of a problem set for a generator whose model holds ``context`` tokens: refused,
+    naming the set (``name``) and the row, when one leaves less than ``max_new_tokens`` for its
+    response (the caller drops such problems first where their dataset says so: ``fit_sets``)."""
+    prompts = build_prompts(problems, prompt_order, tokenizer, chat_template)
+    # a prompt the context cannot hold with its response budget would fail an allocation inside
+    # the generator (a 10 MB question), naming neither the set nor the row
+    limit = generation_limit(context, max_new_tokens, f"datasets.{name or '<name>'}.on_bad_row")
+    fit(problems, prompts, tokenizer, limit, "fail", source=name or "the problem set")
+    return prompts
 
 
 def write_report(work_dir: str | Path, report: Mapping[str, Any], source: str) -> Path:

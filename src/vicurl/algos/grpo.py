@@ -16,14 +16,21 @@ import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
+from vicurl.settings import TrainSettings
+
 
 @dataclass(frozen=True)
 class LossConfig:
-    clip_ratio: float = 0.2
-    kl_coef: float = 0.001
-    kl_type: str = "low_var_kl"
-    loss_agg_mode: str = "seq-mean-token-mean"
-    weight_kl: bool = True
+    clip_ratio: float
+    kl_coef: float
+    kl_type: str
+    loss_agg_mode: str
+    weight_kl: bool
+
+
+def loss_config(settings: TrainSettings) -> LossConfig:
+    """The loss settings of a run (their defaults: `vicurl.settings.TrainSettings`)."""
+    return LossConfig(settings.clip_ratio, settings.kl_coef, settings.kl_type, settings.loss_agg_mode, settings.weight_kl)
 
 
 def outcome_to_token_rewards(scores: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:

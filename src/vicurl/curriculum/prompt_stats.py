@@ -31,6 +31,7 @@ from vicurl.evaluation.engines import generate_sets_with
 from vicurl.evaluation.grade import grade_records
 from vicurl.grading import is_equiv
 from vicurl.long_prompts import fit_sets
+from vicurl.settings import SamplingSettings
 
 COLUMNS = ["id", "k", "pass_rate", "difficulty", "semantic_entropy", "n_clusters", "no_answer_rate"]
 
@@ -103,10 +104,9 @@ def offline_statistics(
                        prompt_order=prompt_order, chat_template=chat_template,
                        max_model_len=(vllm_args or {}).get("max_model_len") if engine == "vllm" else None,
                        budget_key="prompt_stats.max_new_tokens")
-    records = generate_sets_with(
-        engine, model_dir, kept, n=settings["k"], temperature=settings["temperature"],
-        top_p=settings["top_p"], max_new_tokens=settings["max_new_tokens"], seed=settings["seed"],
-        prompt_order=prompt_order, chat_template=chat_template, batch_size=settings["batch_size"],
-        threads=threads, device=device, vllm_args=vllm_args,
-    )[dataset]
+    sampling = SamplingSettings(n=settings["k"], temperature=settings["temperature"], top_p=settings["top_p"],
+                                max_new_tokens=settings["max_new_tokens"], seed=settings["seed"],
+                                prompt_order=prompt_order, chat_template=chat_template)
+    records = generate_sets_with(engine, model_dir, kept, sampling, batch_size=settings["batch_size"], threads=threads,
+                                 device=device, vllm_args=vllm_args)[dataset]
     return prompt_statistics(grade_records(records, kept[dataset]))

@@ -1,5 +1,4 @@
-"""The local engine: GRPO + curriculum in one process (the demo and the tests on the CPU; the
-variance probes on a GPU when the job has one, ``device``).
+"""The local engine: GRPO + curriculum in one process (the demo and the tests on the CPU).
 
 One training step (paper, Algorithm 1):
   1. sample B prompts, G rollouts each from pi_old (transformers ``generate``)
@@ -11,131 +10,48 @@ One training step (paper, Algorithm 1):
 Every random draw is seeded from (seed, step), so a run resumed from a checkpoint ends with
 exactly the numbers of an uninterrupted one.
 
-Devices: the policy and the reference live on ``device`` in float32 (gradients, log-probs and
-the variance probes' differences of gradients need it); on CUDA rollouts are drawn from a bf16
-copy of the policy, as verl draws them with bf16 vLLM and rescores with its actor. Rollouts,
-log-probs, rewards and advantages are CPU tensors whatever the device.
+Steps 1-3 are `vicurl.engines.rollout.RolloutScorer` (the variance probes score rollouts with it
+too), the math of 3-4 the pure functions of `vicurl.engines.step`; the trainer drives them, and
+owns the optimizer, the curriculum's state and the checkpoints.
+
+Devices: the policy and the reference live on ``device`` in float32; on CUDA rollouts are drawn
+from a bf16 copy of the policy (`vicurl.engines.rollout`). Rollouts, log-probs, rewards and
+advantages are CPU tensors whatever the device.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 
 from vicurl import devices
-from vicurl import rewards as reward_sources
-from verl.utils.torch_functional import logprobs_from_logits
-
-from vicurl.algos.confidence import logprobs_and_entropy
-from vicurl.algos.grpo import LossConfig, grpo_loss
+from vicurl.algos.grpo import grpo_loss, loss_config
+from vicurl.curriculum import make_curriculum
 from vicurl.engines import step as engine_step
-from vicurl.curriculum import Batch, make_curriculum
-from vicurl.generation import Rollouts, sample
+from vicurl.engines.rollout import RolloutScorer, load_models, sequence_logprobs, training_rows
 from vicurl.io import atomic_path, link_or_copy, write_text
-from vicurl.long_prompts import fit_training_set, write_report
+from vicurl.long_prompts import write_report
+from vicurl.settings import TrainSettings
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class TrainConfig:
-    """Training settings of one run (defaults: the paper's hyperparameter table)."""
-
-    total_steps: int
-    curriculum_steps: int | None = None  # the curriculum schedule's span; None = total_steps (engine_step.curriculum_steps)
-    batch_size: int = 128  # prompts per step
-    group_size: int = 8  # G
-    lr: float = 3e-6
-    weight_decay: float = 0.01  # verl's AdamW default
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float = 1.0  # verl's actor default
-    temperature: float = 1.0  # rollout temperature
-    top_p: float = 1.0
-    max_prompt_length: int = 512
-    long_prompts: str = "drop"  # a longer prompt is dropped and counted, or refuses the set (vicurl.long_prompts)
-    max_response_length: int = 3072
-    mini_batch_size: int | None = None  # prompts per optimizer step; None = the whole batch
-    micro_batch_size: int = 64  # sequences per forward/backward
-    ppo_epochs: int = 1
-    clip_ratio: float = 0.2
-    kl_coef: float = 0.001
-    kl_type: str = "low_var_kl"
-    loss_agg_mode: str = "seq-mean-token-mean"
-    weight_kl: bool = True
-    skip_dropped: bool = True  # no forward/backward for zero-weight sequences (exact; see _update)
-    rollout_batch_size: int = 256  # sequences per generate call
-    save_every: int = 10
-    keep_checkpoints: int = 1
-    export_steps: list[int] = field(default_factory=list)
-    seed: int = 0
-    prompt_order: str = "question_first"
-    chat_template: bool | str = "auto"  # models.<name>.chat_template (vicurl.prompts)
-    reward: str = "oracle"
-    reward_params: dict[str, Any] = field(default_factory=dict)
-    curriculum: str = "none"
-    curriculum_params: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown training setting(s) {unknown}")
-        d = dict(d)
-        if "adam_betas" in d:
-            d["adam_betas"] = tuple(d["adam_betas"])
-        return cls(**d)
-
-    @property
-    def loss(self) -> LossConfig:
-        return LossConfig(self.clip_ratio, self.kl_coef, self.kl_type, self.loss_agg_mode, self.weight_kl)
-
-
-def sequence_logprobs(model, rollouts: Rollouts, rows: slice | torch.Tensor, temperature: float, with_entropy: bool):
-    """Log-probs (and entropies) of the response tokens of ``rows`` under ``model``, computed on
-    the model's device and returned on the CPU (differentiably; both moves are no-ops on the CPU)."""
-    dev = model.device
-    p_ids, p_mask = rollouts.prompt_ids[rows].to(dev), rollouts.prompt_mask[rows].to(dev)
-    r_ids, r_mask = rollouts.response_ids[rows].to(dev), rollouts.response_mask[rows].to(dev)
-    input_ids = torch.cat([p_ids, r_ids], dim=1)
-    attn = torch.cat([p_mask, r_mask], dim=1)
-    position_ids = (attn.cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=input_ids, attention_mask=attn, position_ids=position_ids, use_cache=False).logits
-    logits = logits[:, p_ids.shape[1] - 1 : -1].float()  # the logits that predict response tokens
-    if with_entropy:
-        lp, ent = logprobs_and_entropy(logits, r_ids, temperature)
-        return lp.cpu(), ent.cpu()
-    return logprobs_from_logits(logits / temperature, r_ids).cpu(), None  # the update pass needs no entropy
-
-
-def first_of_each_group(rollouts: Rollouts, n: int, g: int) -> Rollouts:
-    """Keep the first ``g`` of every ``n`` prompt-major rows (TTRL: vote with n, train on g)."""
-    b = len(rollouts.texts) // n
-    rows = (torch.arange(b)[:, None] * n + torch.arange(g)).reshape(-1)
-    return Rollouts(rollouts.prompt_ids[rows], rollouts.prompt_mask[rows], rollouts.response_ids[rows],
-                    rollouts.response_mask[rows], [rollouts.texts[i] for i in rows.tolist()], rollouts.truncated[rows])
-
-
 class LocalTrainer:
-    def __init__(self, cfg: TrainConfig, model_path: str | Path, train_df: pd.DataFrame, work_dir: str | Path,
-                 prompt_stats: pd.DataFrame | None = None, ref_model_path: str | Path | None = None,
-                 device: str | torch.device = "cpu", source: str = "the training set"):
-        """``ref_model_path``: the frozen reference policy when it is not ``model_path`` itself
-        (a variance probe loads a checkpoint as the policy and the initial model as reference).
-        ``device`` (``vicurl.devices.resolve``): the CPU by default, so local training keeps the
-        demo's numbers anywhere; the variance probes pass theirs (``auto``). ``source``: the
-        training set's file, named in errors and in the log.
+    def __init__(self, cfg: TrainSettings, model_path: str | Path, train_df: pd.DataFrame, work_dir: str | Path,
+                 prompt_stats: pd.DataFrame | None = None, device: str | torch.device = "cpu",
+                 source: str = "the training set"):
+        """``device`` (``vicurl.devices.resolve``): the CPU by default, so local training keeps the
+        demo's numbers anywhere. ``source``: the training set's file, named in errors and in the log.
 
         Prompts over ``max_prompt_length`` tokens are dropped (``long_prompts: drop``; the count and
         ids in ``<work>/long_prompts.json``, ``self.long_prompts`` and the log) or refuse the set
@@ -143,46 +59,22 @@ class LocalTrainer:
         self.cfg = cfg
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        reward_sources.check_params(cfg.reward, cfg.reward_params)
-        # TTRL's n_votes > G: sample n_votes per prompt, train on the first G, let all of them vote
-        self.n_votes = int(cfg.reward_params.get("n_votes") or cfg.group_size)
-        if self.n_votes < cfg.group_size:
-            raise ValueError(f"rewards.{cfg.reward}.n_votes={self.n_votes} is below train.group_size={cfg.group_size}")
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         # before anything sees the rows: a prompt too long to sample from would fail an allocation
         # deep in `generate`, naming neither the set nor the row
-        self.train_df, self.prompts, self.long_prompts = fit_training_set(
-            train_df, self.tokenizer, max_prompt_length=cfg.max_prompt_length, policy=cfg.long_prompts,
-            prompt_order=cfg.prompt_order, chat_template=cfg.chat_template, source=source)
+        self.train_df, self.prompts, self.long_prompts = training_rows(train_df, self.tokenizer, cfg, source)
         write_report(self.work_dir, self.long_prompts, source)
-        if len(self.train_df) < cfg.batch_size:
-            dropped = self.long_prompts["dropped"]
-            why = f" once {dropped} longer than {self.long_prompts['limit']} are dropped" if dropped else ""
-            raise ValueError(f"{source} has {len(self.train_df)} rows{why}, fewer than train.batch_size={cfg.batch_size}")
-        torch.manual_seed(cfg.seed)
         self.device = devices.resolve(device)
-        self.policy = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(self.device)
-        self.policy.train()
-        self._sampler = None  # the bf16 copy rollouts are drawn from on CUDA (``sampling_model``)
-        self.ref = None
-        if cfg.kl_coef > 0:
-            if ref_model_path is None:
-                self.ref = copy.deepcopy(self.policy)
-            else:
-                self.ref = AutoModelForCausalLM.from_pretrained(ref_model_path, dtype=torch.float32).to(self.device)
-            self.ref.eval().requires_grad_(False)
-        self.vocab_size = self.policy.get_output_embeddings().weight.shape[0]
+        self.policy, self.ref = load_models(model_path, cfg, self.device)
+        self.scorer = RolloutScorer(self.policy, self.ref, self.tokenizer, self.device, cfg, self.train_df, self.prompts)
+        self.ids, self.row_of, self.vocab_size = self.scorer.ids, self.scorer.row_of, self.scorer.vocab_size
         self.optimizer = torch.optim.AdamW(
             self.policy.parameters(), lr=cfg.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
         )
         self.curriculum = make_curriculum(cfg.curriculum, cfg.curriculum_params)
-        self.curriculum_steps = engine_step.curriculum_steps(cfg.total_steps, cfg.curriculum_steps)
+        self.curriculum_steps = self.scorer.curriculum_steps
         self.curriculum.setup(self.train_df, batch_size=cfg.batch_size, total_steps=self.curriculum_steps, seed=cfg.seed,
                               stats=prompt_stats)
-        self.ids = [str(i) for i in self.train_df["id"]]
-        self.row_of = {pid: i for i, pid in enumerate(self.ids)}
-        if len(self.row_of) != len(self.ids):
-            raise ValueError("training set ids are not unique")
         self.step = 0
         self.history: list[dict[str, Any]] = []
 
@@ -194,104 +86,32 @@ class LocalTrainer:
 
     # ------------------------------------------------------------ one step
 
-    @torch.no_grad()
-    def _logprobs(self, model, rollouts: Rollouts, rows: torch.Tensor, with_entropy: bool):
-        """Log-probs (and entropies) of ``rows`` under ``model``, micro-batched; no gradient."""
-        lps, ents = [], []
-        for s in range(0, len(rows), self.cfg.micro_batch_size):
-            lp, ent = sequence_logprobs(model, rollouts, rows[s : s + self.cfg.micro_batch_size], self.cfg.temperature, with_entropy)
-            lps.append(lp)
-            ents.append(ent)
-        width = rollouts.response_ids.shape[1]
-        if not lps:
-            return torch.zeros(0, width), (torch.zeros(0, width) if with_entropy else None)
-        return torch.cat(lps), (torch.cat(ents) if with_entropy else None)
-
-    def sampling_model(self):
-        """The model rollouts are drawn from: the policy itself on the CPU; on CUDA a bf16 copy
-        holding the policy's current weights (kept between steps, refreshed before each use)."""
-        dtype = devices.sampling_dtype(self.device)
-        if dtype == self.policy.dtype:
-            return self.policy
-        if self._sampler is None:
-            self._sampler = copy.deepcopy(self.policy).to(dtype).requires_grad_(False)
-        else:
-            self._sampler.load_state_dict(self.policy.state_dict())  # casts to bf16 in place
-        return self._sampler
-
-    def _rollout(self, ids: list[str], seed: int) -> "_Part":
-        """G rollouts of each prompt in ``ids`` from pi_old, scored: old log-probs and entropies
-        (one forward pass), rewards, group-normalized advantages, confidences."""
-        cfg, G = self.cfg, self.cfg.group_size
-        rows = self.train_df.iloc[[self.row_of[i] for i in ids]]
-        rollouts = sample(
-            self.sampling_model(),
-            self.tokenizer,
-            [self.prompts[self.row_of[i]] for i in ids],
-            self.n_votes,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            max_new_tokens=cfg.max_response_length,
-            seed=seed,
-            batch_size=cfg.rollout_batch_size,
-        )
-        vote_texts = None
-        if self.n_votes > G:
-            vote_texts = [rollouts.texts[j * self.n_votes : (j + 1) * self.n_votes] for j in range(len(ids))]
-            rollouts = first_of_each_group(rollouts, self.n_votes, G)
-        self.policy.eval()  # no dropout in scoring passes
-        old_lp, entropys = self._logprobs(self.policy, rollouts, torch.arange(len(rollouts.texts)), with_entropy=True)
-        scored = engine_step.score(
-            cfg.reward, cfg.reward_params, rollouts.texts, rollouts.response_mask, entropys,
-            golds=[str(a) for a in rows["answer"]],
-            answer_types=list(rows["answer_type"]) if "answer_type" in rows else None,
-            options=[list(o) for o in rows["options"]] if "options" in rows else None,
-            group_size=G, vocab_size=self.vocab_size, vote_texts=vote_texts,
-        )
-        return _Part(
-            ids=list(ids),
-            rollouts=rollouts,
-            old_lp=old_lp,
-            entropys=entropys,
-            rewards=scored.rewards,
-            correct=scored.correct,
-            advantages=scored.advantages,
-            confidence=scored.confidence,
-            keep=scored.keep,
-            reward_metrics=scored.metrics,
-        )
-
-    def _batch(self, part: "_Part", step: int) -> Batch:
-        scored = engine_step.Scored(part.rewards, part.correct, part.advantages, part.confidence, part.keep, {})
-        return engine_step.curriculum_batch(scored, part.rollouts.lengths, part.ids, step, self.curriculum_steps,
-                                            self.cfg.seed, self.cfg.group_size,
-                                            engine_step.reward_bounded(self.cfg.reward))
-
     def train_step(self, step: int) -> dict[str, Any]:
         cfg, G = self.cfg, self.cfg.group_size
         t0 = time.perf_counter()
         default_ids = [self.ids[i] for i in self.batch_indices(step)]
-        part = self._rollout(self.curriculum.propose(step, default_ids), seed=engine_step.seed_for(cfg.seed, 2, step))
-        batch = self._batch(part, step)
+        scorer = self.scorer
+        part = scorer.rollout(self.curriculum.propose(step, default_ids), seed=engine_step.seed_for(cfg.seed, 2, step))
+        batch = scorer.curriculum_batch(part, step)
         selection = self.curriculum.select(batch)
         if selection.replay:  # VCRL: refill dropped slots with memory-bank prompts, rolled out now
-            extra = self._rollout(selection.replay, seed=engine_step.seed_for(cfg.seed, 4, step))
-            replayed = self._batch(extra, step)
+            extra = scorer.rollout(selection.replay, seed=engine_step.seed_for(cfg.seed, 4, step))
+            replayed = scorer.curriculum_batch(extra, step)
             selection = self.curriculum.after_replay(selection, batch, replayed)
             batch, part = batch.concat(replayed), part.concat(extra, self.tokenizer.pad_token_id)
         self.curriculum.observe(batch, selection)
         t_rollout = time.perf_counter() - t0
 
         t1 = time.perf_counter()
-        seq_w = engine_step.sequence_weights(selection.weights, part.keep, G)  # EMPO's drop
-        update = self._update(step, part.rollouts, part.old_lp, part.advantages, seq_w)
+        seq_w = engine_step.sequence_weights(selection.weights, part.scored.keep, G)  # EMPO's drop
+        update = self._update(step, part.rollouts, part.old_lp, part.scored.advantages, seq_w)
         t_update = time.perf_counter() - t1
 
         return {
             "step": step,
-            **engine_step.rollout_metrics(part.rewards, part.correct, part.rollouts.lengths, part.rollouts.truncated,
-                                          part.entropys, part.rollouts.response_mask),
-            **part.reward_metrics,
+            **engine_step.rollout_metrics(part.scored.rewards, part.scored.correct, part.rollouts.lengths,
+                                          part.rollouts.truncated, part.entropys, part.rollouts.response_mask),
+            **part.scored.metrics,
             **selection.metrics,
             **update,
             "time/rollout_s": t_rollout,
@@ -317,6 +137,7 @@ class LocalTrainer:
         by beta). The reference policy is scored only on the sequences that need it.
         """
         cfg, G = self.cfg, self.cfg.group_size
+        loss_cfg = loss_config(cfg)
         n_prompts = len(seq_w) // G
         mini = cfg.mini_batch_size or n_prompts
         active = self._contributes(seq_w)
@@ -324,7 +145,7 @@ class LocalTrainer:
         if self.ref is not None:
             need = torch.nonzero(active).flatten()
             ref_lp = torch.zeros_like(old_lp)
-            ref_lp[need] = self._logprobs(self.ref, rollouts, need, with_entropy=False)[0]
+            ref_lp[need] = self.scorer.ref_logprobs(rollouts, need)
         params = [p for p in self.policy.parameters() if p.requires_grad]
         sums: dict[str, float] = {}
         n_mb, grad_norms, processed = 0, [], 0
@@ -344,7 +165,7 @@ class LocalTrainer:
                         advantages[rows],
                         rollouts.response_mask[rows],
                         seq_w[rows],
-                        cfg.loss,
+                        loss_cfg,
                         ref_log_prob=None if ref_lp is None else ref_lp[rows],
                         global_batch_size=len(seqs),
                     )
@@ -454,45 +275,6 @@ class LocalTrainer:
             with atomic_path(dest) as tmp:
                 shutil.copytree(src, tmp, copy_function=link_or_copy)
         write_text(metrics_path, "".join(json.dumps(engine_step.finite_metrics(m), sort_keys=True) + "\n" for m in self.history))
-
-
-@dataclass
-class _Part:
-    """Scored rollouts of some prompts: G sequences per prompt, prompt-major."""
-
-    ids: list[str]
-    rollouts: Rollouts
-    old_lp: torch.Tensor  # (N, R) log pi_old of the response tokens
-    entropys: torch.Tensor  # (N, R) H(pi_old(.|s_t)) at the rollout temperature
-    rewards: torch.Tensor  # (N,)
-    correct: torch.Tensor  # (N,) oracle correctness (logged whatever the reward)
-    advantages: torch.Tensor  # (N, R)
-    confidence: torch.Tensor  # (B,) c(x) per prompt
-    keep: torch.Tensor  # (B,) bool: False drops the prompt from the update (EMPO's entropy filter)
-    reward_metrics: dict[str, float]  # the reward source's ``reward/...`` metrics
-
-    def concat(self, other: "_Part", pad_token_id: int) -> "_Part":
-        width = max(self.old_lp.shape[1], other.old_lp.shape[1])
-
-        def cat(a, b):
-            pad = lambda x: torch.nn.functional.pad(x, (0, width - x.shape[1]))  # noqa: E731
-            return torch.cat([pad(a), pad(b)])
-
-        return _Part(
-            self.ids + other.ids,
-            self.rollouts.concat(other.rollouts, pad_token_id),
-            cat(self.old_lp, other.old_lp),
-            cat(self.entropys, other.entropys),
-            torch.cat([self.rewards, other.rewards]),
-            torch.cat([self.correct, other.correct]),
-            cat(self.advantages, other.advantages),
-            torch.cat([self.confidence, other.confidence]),
-            torch.cat([self.keep, other.keep]),
-            _mean_metrics(self.reward_metrics, len(self.ids), other.reward_metrics, len(other.ids)),
-        )
-
-
-_mean_metrics = engine_step.mean_metrics
 
 
 def _comparable(settings: dict[str, Any]) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 
 import pandas as pd
 
+from vicurl.settings import SamplingSettings
+
 ENGINES = ("transformers", "vllm")
 
 
@@ -21,23 +23,22 @@ def generate_sets_with(
     engine: str,
     model_dir: str,
     problem_sets: dict[str, pd.DataFrame],
+    sampling: SamplingSettings,
     *,
     batch_size: int = 64,
     threads: int = 1,
     device: str = "auto",
     vllm_args: dict[str, Any] | None = None,
-    **sampling: Any,
 ) -> dict[str, pd.DataFrame]:
-    """The records of each problem set, by name, from ``engine``. ``sampling`` are the keywords both
-    generators take (n, temperature, top_p, max_new_tokens, seed, prompt_order, chat_template);
-    ``batch_size``, ``threads`` and ``device`` are the transformers generator's, ``vllm_args``
-    (``eval.vllm``) ``vllm.LLM``'s."""
+    """The records of each problem set, by name, from ``engine``, both generators sampling with
+    ``sampling``; ``batch_size``, ``threads`` and ``device`` are the transformers generator's,
+    ``vllm_args`` (``eval.vllm``) ``vllm.LLM``'s."""
     if engine == "vllm":
         from vicurl.evaluation.vllm_generate import generate_sets_vllm
 
-        return generate_sets_vllm(model_dir, problem_sets, engine_args=vllm_args, **sampling)
+        return generate_sets_vllm(model_dir, problem_sets, sampling, engine_args=vllm_args)
     if engine == "transformers":
         from vicurl.evaluation.generate import generate_sets
 
-        return generate_sets(model_dir, problem_sets, batch_size=batch_size, threads=threads, device=device, **sampling)
+        return generate_sets(model_dir, problem_sets, sampling, batch_size=batch_size, threads=threads, device=device)
     raise ValueError(f"eval.engine must be one of {ENGINES}, got {engine!r}")

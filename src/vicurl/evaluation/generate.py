@@ -16,8 +16,8 @@ import torch
 from vicurl import devices
 from vicurl.generation import sample
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS, empty, read_records, write_records  # noqa: F401 (re-exported)
-from vicurl.long_prompts import fit, generation_limit, model_context
-from vicurl.prompts import build_prompts
+from vicurl.long_prompts import generation_prompts, model_context
+from vicurl.settings import SamplingSettings
 
 
 def load_model(model_dir: str | Path, device: str | torch.device = "auto"):
@@ -49,30 +49,24 @@ def check_problems(problems: pd.DataFrame, n: int) -> None:
         raise ValueError(f"duplicate problem id(s) {dup}")
 
 
-def generate_records(model_dir: str, problems: pd.DataFrame, **kw) -> pd.DataFrame:
-    """Draw ``n`` samples for every problem (columns ``id``, ``question``, optional ``options``) and
-    return the records; keywords as ``generate_sets``."""
-    return generate_sets(model_dir, {"": problems}, **kw)[""]
+def generate_records(model_dir: str, problems: pd.DataFrame, sampling: SamplingSettings, **kw) -> pd.DataFrame:
+    """Draw ``sampling.n`` samples for every problem (columns ``id``, ``question``, optional ``options``)
+    and return the records; keywords as ``generate_sets``."""
+    return generate_sets(model_dir, {"": problems}, sampling, **kw)[""]
 
 
 def generate_sets(
     model_dir: str,
     problem_sets: dict[str, pd.DataFrame],
+    sampling: SamplingSettings,
     *,
-    n: int,
-    temperature: float,
-    top_p: float,
-    max_new_tokens: int,
-    seed: int,
     batch_size: int,
-    prompt_order: str = "question_first",
-    chat_template: bool | str = "auto",
     threads: int = 1,
     device: str | torch.device = "auto",
 ) -> dict[str, pd.DataFrame]:
     """The records of several problem sets (benchmarks) from one model load, by name.
 
-    Each set is sampled as if alone (its own ``seed``), so a set's records are those of
+    Each set is sampled as if alone (its own ``sampling.seed``), so a set's records are those of
     ``generate_records`` on it: one job per checkpoint and one per benchmark write the same samples.
     Deterministic for a fixed (model, problems order, seed, batch_size, threads, device). Rows are
     problem-major in the order of the set's ``problems``. ``device``: ``vicurl.devices.resolve``.
@@ -80,41 +74,27 @@ def generate_sets(
     the row: the caller drops such problems first where their dataset says so (``vicurl.long_prompts.fit_sets``).
     """
     for problems in problem_sets.values():
-        check_problems(problems, n)
+        check_problems(problems, sampling.n)
     torch.set_num_threads(int(threads))
     if all(len(p) == 0 for p in problem_sets.values()):
         return {name: empty() for name in problem_sets}
     model, tokenizer = load_model(model_dir, device)
     return {
-        name: sample_records(model, tokenizer, problems, n=n, temperature=temperature, top_p=top_p,
-                             max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size,
-                             prompt_order=prompt_order, chat_template=chat_template, name=name)
+        name: sample_records(model, tokenizer, problems, sampling, batch_size=batch_size, name=name)
         for name, problems in problem_sets.items()
     }
 
 
-def sample_records(model, tokenizer, problems: pd.DataFrame, *, n: int, temperature: float, top_p: float,
-                   max_new_tokens: int, seed: int, batch_size: int, prompt_order: str,
-                   chat_template: bool | str, name: str = "") -> pd.DataFrame:
-    """``n`` samples per problem from a loaded model, as records (``name``: the set's, for errors)."""
+def sample_records(model, tokenizer, problems: pd.DataFrame, sampling: SamplingSettings, *, batch_size: int,
+                   name: str = "") -> pd.DataFrame:
+    """``sampling.n`` samples per problem from a loaded model, as records (``name``: the set's, for errors)."""
     if len(problems) == 0:
         return empty()
-    prompts = build_prompts(problems, prompt_order, tokenizer, chat_template)
-    # a prompt the context cannot hold with its response budget would fail an allocation inside
-    # `generate` (a 10 MB question), naming neither the set nor the row: refused here by name
-    limit = generation_limit(model_context(model.config), max_new_tokens, f"datasets.{name or '<name>'}.on_bad_row")
-    fit(problems, prompts, tokenizer, limit, "fail", source=name or "the problem set")
-    ro = sample(
-        model,
-        tokenizer,
-        prompts,
-        n,
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        seed=seed,
-        batch_size=batch_size,
-    )
+    prompts = generation_prompts(problems, tokenizer, model_context(model.config), sampling.max_new_tokens,
+                                 prompt_order=sampling.prompt_order, chat_template=sampling.chat_template, name=name)
+    n = sampling.n
+    ro = sample(model, tokenizer, prompts, n, temperature=sampling.temperature, top_p=sampling.top_p,
+                max_new_tokens=sampling.max_new_tokens, seed=sampling.seed, batch_size=batch_size)
     ids = problems["id"].astype(str).tolist()
     df = pd.DataFrame(
         {

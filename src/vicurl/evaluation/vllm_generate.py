@@ -26,30 +26,25 @@ import pandas as pd
 
 from vicurl.evaluation.generate import check_problems
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS
-from vicurl.long_prompts import fit, generation_limit, model_context
-from vicurl.prompts import build_prompts, prompt_token_ids
+from vicurl.long_prompts import generation_prompts, model_context
+from vicurl.prompts import prompt_token_ids
+from vicurl.settings import SamplingSettings
 
 
-def generate_records_vllm(model_dir: str, problems: pd.DataFrame, **kw) -> pd.DataFrame:
+def generate_records_vllm(model_dir: str, problems: pd.DataFrame, sampling: SamplingSettings, **kw) -> pd.DataFrame:
     """The records of one problem set; keywords as ``generate_sets_vllm``."""
-    return generate_sets_vllm(model_dir, {"": problems}, **kw)[""]
+    return generate_sets_vllm(model_dir, {"": problems}, sampling, **kw)[""]
 
 
 def generate_sets_vllm(
     model_dir: str,
     problem_sets: dict[str, pd.DataFrame],
+    sampling: SamplingSettings,
     *,
-    n: int,
-    temperature: float,
-    top_p: float,
-    max_new_tokens: int,
-    seed: int,
-    prompt_order: str = "question_first",
-    chat_template: bool | str = "auto",
     engine_args: dict[str, Any] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The records of several problem sets (benchmarks), by name, from one engine and one
-    ``generate`` call (vLLM batches across sets). Problem i of a set is seeded ``seed + i`` as when
+    ``generate`` call (vLLM batches across sets). Problem i of a set is seeded ``sampling.seed + i`` as when
     the set is generated alone. ``engine_args``: keyword arguments of ``vllm.LLM``
     (tensor_parallel_size, gpu_memory_utilization, max_model_len, dtype, ...). A prompt longer than the
     context vLLM serves minus ``max_new_tokens`` is refused, naming the set and the row, as on the CPU
@@ -57,21 +52,21 @@ def generate_sets_vllm(
     from transformers import AutoConfig, AutoTokenizer
     from vllm import LLM, SamplingParams  # only in the GPU environment
 
+    s = sampling
     for problems in problem_sets.values():
-        check_problems(problems, n)
+        check_problems(problems, s.n)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     context = model_context(AutoConfig.from_pretrained(str(model_dir)), (engine_args or {}).get("max_model_len"))
     prompts, params = [], []
     for name, problems in problem_sets.items():
-        texts = build_prompts(problems, prompt_order, tokenizer, chat_template)
-        limit = generation_limit(context, max_new_tokens, f"datasets.{name or '<name>'}.on_bad_row")
-        fit(problems, texts, tokenizer, limit, "fail", source=name or "the problem set")
+        texts = generation_prompts(problems, tokenizer, context, s.max_new_tokens, prompt_order=s.prompt_order,
+                                   chat_template=s.chat_template, name=name)
         prompts += [tokens_prompt(tokenizer, text) for text in texts]
-        params += [SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=int(seed) + i)
-                   for i in range(len(problems))]
-    llm = LLM(model=str(model_dir), seed=int(seed), **(engine_args or {}))
+        params += [SamplingParams(n=s.n, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_new_tokens,
+                                  seed=int(s.seed) + i) for i in range(len(problems))]
+    llm = LLM(model=str(model_dir), seed=int(s.seed), **(engine_args or {}))
     outputs = iter(llm.generate(prompts, params))
-    return {name: _records(problems, [next(outputs) for _ in range(len(problems))], n)
+    return {name: _records(problems, [next(outputs) for _ in range(len(problems))], s.n)
             for name, problems in problem_sets.items()}
 
 

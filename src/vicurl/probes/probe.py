@@ -4,8 +4,8 @@
 The checkpoint after ``step`` updates is the policy pi_old of training step ``step + 1``. On a
 fixed batch of prompts (the same for every step and run: a seeded draw from the training set),
 it draws K rollouts per prompt at the training temperature and scores them exactly as training
-does (the local engine's own rollout code: rewards, advantages normalized within the K rollouts,
-confidences). The run's curriculum then selects, as training step ``step + 1`` would, and the
+does (the local engine's own `vicurl.engines.rollout.RolloutScorer`: rewards, advantages
+normalized within the K rollouts, confidences). The run's curriculum then selects, as training step ``step + 1`` would, and the
 action and problem variances of the per-rollout gradients (``variance.py``) are estimated on
 the kept prompts and on the full batch.
 
@@ -21,22 +21,24 @@ squared distances) is float32/float64 as on the CPU, where the numbers are uncha
 
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 import torch
+from transformers import AutoTokenizer
 
 from vicurl import devices
-from vicurl.algos.grpo import grpo_loss
-from vicurl.engines.local import LocalTrainer, TrainConfig, sequence_logprobs
+from vicurl.algos.grpo import grpo_loss, loss_config
+from vicurl.curriculum import Selection, make_curriculum
+from vicurl.engines.rollout import RolloutScorer, ScoredRollouts, load_models, sequence_logprobs, training_rows
 from vicurl.engines.step import seed_for
 from vicurl.probes import variance
 from vicurl.runs import PROBEABLE
+from vicurl.settings import TrainSettings
 
 METHODS = ("exact", "streaming", "sketch")
 
@@ -67,7 +69,7 @@ def micro_batch_size(device: torch.device, configured: int) -> int:
 
 
 def run_probe(
-    train_cfg: TrainConfig,
+    train_cfg: TrainSettings,
     checkpoint_dir: str | Path,
     base_dir: str | Path,
     train_df: pd.DataFrame,
@@ -77,60 +79,97 @@ def run_probe(
     device: str | torch.device = "auto",
 ) -> dict[str, Any]:
     """One probe (module docstring); ``device``: ``vicurl.devices.resolve``, the config's ``device``."""
-    if probe.method not in METHODS:
-        raise ValueError(f"probes.method must be one of {METHODS}, got {probe.method!r}")
-    if train_cfg.curriculum not in PROBEABLE:
-        raise ValueError(f"probes: curriculum {train_cfg.curriculum!r} keeps state across steps; "
-                         f"probe runs of {list(PROBEABLE)}")
+    check(train_cfg, probe)
     t0 = time.perf_counter()
     device = devices.resolve(device)
-    cfg = replace(train_cfg, group_size=probe.rollouts, micro_batch_size=micro_batch_size(device, train_cfg.micro_batch_size))
-    with tempfile.TemporaryDirectory() as work:
-        tr = LocalTrainer(cfg, checkpoint_dir, train_df, work, ref_model_path=base_dir, device=device)
-    ids = probe_prompt_ids(tr.train_df, probe.n_prompts, probe.seed)  # the rows it trains on (long prompts dropped)
-    part = tr._rollout(ids, seed=seed_for(probe.seed, 5, cfg.seed, step))  # independent across run seeds
-    selection = tr.curriculum.select(tr._batch(part, step + 1))
+    settings = replace(train_cfg, group_size=probe.rollouts,
+                       micro_batch_size=micro_batch_size(device, train_cfg.micro_batch_size))
+    scorer = load_scorer(settings, checkpoint_dir, base_dir, train_df, device)
+    ids = probe_prompt_ids(scorer.train_df, probe.n_prompts, probe.seed)  # the rows it trains on (long prompts dropped)
+    part = scorer.rollout(ids, seed=seed_for(probe.seed, 5, settings.seed, step))  # independent across run seeds
+    selection = select(scorer, part, step + 1)
     kept = selection.mask.bool()
-    n_rows = len(part.rollouts.texts)
-    ref_lp = None if tr.ref is None else tr._logprobs(tr.ref, part.rollouts, torch.arange(n_rows), False)[0]
-    tr.ref = tr._sampler = None  # not needed past here: on a GPU their memory goes to the gradients
-    params = [p for p in tr.policy.parameters() if p.requires_grad]
-    tr.policy.eval()
-
-    def mean_grad(rows) -> list[torch.Tensor]:
-        """Gradient of the mean surrogate over ``rows`` (seq-mean-token-mean, weight 1)."""
-        rows = torch.as_tensor(list(rows))
-        tr.policy.zero_grad(set_to_none=True)
-        for s in range(0, len(rows), cfg.micro_batch_size):
-            r = rows[s : s + cfg.micro_batch_size]
-            lp, _ = sequence_logprobs(tr.policy, part.rollouts, r, cfg.temperature, with_entropy=False)
-            loss, _ = grpo_loss(lp, part.old_lp[r], part.advantages[r], part.rollouts.response_mask[r],
-                                torch.ones(len(r)), cfg.loss, ref_log_prob=None if ref_lp is None else ref_lp[r],
-                                global_batch_size=len(rows))
-            loss.backward()
-        return [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in params]
-
-    k = probe.rollouts
-    if probe.method == "streaming":
-        est = variance.streaming(mean_grad, lambda row: mean_grad([row]), len(ids), k, kept)
-    else:
-        if probe.method == "sketch":
-            names = [(n, p.shape) for n, p in tr.policy.named_parameters() if p.requires_grad]
-            sketch = variance.CountSketch(names, probe.sketch_dim, seed=probe.seed)
-            flat = lambda g: sketch([x.cpu() for x in g])  # noqa: E731  (the sketch's hashes are CPU tensors)
-        else:
-            flat = lambda g: torch.cat([x.reshape(-1).cpu().double() for x in g])  # noqa: E731  (P*K*d: host memory)
-        grads = torch.stack([flat(mean_grad([row])) for row in range(n_rows)]).view(len(ids), k, -1)
-        est = variance.from_gradients(grads, kept)
+    ref_lp = scorer.ref_logprobs(part.rollouts)
+    scorer.release()  # the reference and the bf16 sampler are done with: on a GPU their memory goes to the gradients
+    est = estimate(rollout_gradient(scorer.policy, part, ref_lp, settings), trainable_shapes(scorer.policy), probe,
+                   len(ids), kept)
     return {
         "step": int(step),
         "beta_t": float(selection.metrics.get("curriculum/beta_target", float("nan"))),
         "n_prompts": len(ids),
         "n_kept": int(kept.sum()),
-        "rollouts": k,
+        "rollouts": probe.rollouts,
         "method": probe.method,
-        "reward_mean": float(part.rewards.mean()),
-        "conf_mean": float(part.confidence.mean()),
+        "reward_mean": float(part.scored.rewards.mean()),
+        "conf_mean": float(part.scored.confidence.mean()),
         **est,
         "seconds": time.perf_counter() - t0,
     }
+
+
+def check(train_cfg: TrainSettings, probe: ProbeConfig) -> None:
+    if probe.method not in METHODS:
+        raise ValueError(f"probes.method must be one of {METHODS}, got {probe.method!r}")
+    if train_cfg.curriculum not in PROBEABLE:
+        raise ValueError(f"probes: curriculum {train_cfg.curriculum!r} keeps state across steps; "
+                         f"probe runs of {list(PROBEABLE)}")
+
+
+def load_scorer(settings: TrainSettings, checkpoint_dir: str | Path, base_dir: str | Path, train_df: pd.DataFrame,
+                device: torch.device) -> RolloutScorer:
+    """The checkpoint as pi_old, the run's initial model as the reference, on the rows the run trains on."""
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir)
+    rows, prompts, _ = training_rows(train_df, tokenizer, settings, "the training set")
+    policy, ref = load_models(checkpoint_dir, settings, device, ref_model_path=base_dir)
+    return RolloutScorer(policy, ref, tokenizer, device, settings, rows, prompts)
+
+
+def select(scorer: RolloutScorer, part: ScoredRollouts, step: int) -> Selection:
+    """The selection the run's curriculum makes at training step ``step`` (it keeps no state across steps)."""
+    s = scorer.settings
+    curriculum = make_curriculum(s.curriculum, s.curriculum_params)
+    curriculum.setup(scorer.train_df, batch_size=s.batch_size, total_steps=scorer.curriculum_steps, seed=s.seed)
+    return curriculum.select(scorer.curriculum_batch(part, step))
+
+
+def rollout_gradient(policy, part: ScoredRollouts, ref_lp: torch.Tensor | None,
+                     settings: TrainSettings) -> Callable[[Any], list[torch.Tensor]]:
+    """g(rows): the gradient of the mean surrogate over ``rows`` of ``part`` (seq-mean-token-mean,
+    weight 1) at theta_old, ``ref_lp`` the reference's log-probs of all rows (None: no KL term)."""
+    params = [p for p in policy.parameters() if p.requires_grad]
+    policy.eval()
+    loss_cfg, mb = loss_config(settings), settings.micro_batch_size
+
+    def mean_grad(rows) -> list[torch.Tensor]:
+        rows = torch.as_tensor(list(rows))
+        policy.zero_grad(set_to_none=True)
+        for i in range(0, len(rows), mb):
+            r = rows[i : i + mb]
+            lp, _ = sequence_logprobs(policy, part.rollouts, r, settings.temperature, with_entropy=False)
+            loss, _ = grpo_loss(lp, part.old_lp[r], part.scored.advantages[r], part.rollouts.response_mask[r],
+                                torch.ones(len(r)), loss_cfg, ref_log_prob=None if ref_lp is None else ref_lp[r],
+                                global_batch_size=len(rows))
+            loss.backward()
+        return [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in params]
+
+    return mean_grad
+
+
+def trainable_shapes(policy) -> list[tuple[str, torch.Size]]:
+    return [(n, p.shape) for n, p in policy.named_parameters() if p.requires_grad]
+
+
+def estimate(mean_grad, shapes: list[tuple[str, torch.Size]], probe: ProbeConfig, n_prompts: int,
+             kept: torch.Tensor) -> dict[str, float]:
+    """The action and problem variances (`variance`) of the K rollouts of ``n_prompts`` prompts
+    by ``probe.method``, ``shapes`` the trainable parameters' (the sketch hashes them)."""
+    k = probe.rollouts
+    if probe.method == "streaming":
+        return variance.streaming(mean_grad, lambda row: mean_grad([row]), n_prompts, k, kept)
+    if probe.method == "sketch":
+        sketch = variance.CountSketch(shapes, probe.sketch_dim, seed=probe.seed)
+        flat = lambda g: sketch([x.cpu() for x in g])  # noqa: E731  (the sketch's hashes are CPU tensors)
+    else:
+        flat = lambda g: torch.cat([x.reshape(-1).cpu().double() for x in g])  # noqa: E731  (P*K*d: host memory)
+    grads = torch.stack([flat(mean_grad([row])) for row in range(n_prompts * k)]).view(n_prompts, k, -1)
+    return variance.from_gradients(grads, kept)

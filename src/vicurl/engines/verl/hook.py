@@ -36,17 +36,21 @@ from vicurl.curriculum import Batch, Selection, make_curriculum
 from vicurl.engines import step as engine_step
 from vicurl.engines.verl import support
 from vicurl.generation import decode_responses
+from vicurl.settings import TrainSettings
 
 # curricula the verl engine runs (all of them; `support` says how, and what it refuses)
 SUPPORTED_CURRICULA = support.CURRICULA
 
 
-def check_settings(settings: dict[str, Any]) -> None:
-    """Settings the verl engine cannot run exactly: an error naming the config key."""
-    why = support.refusal(settings)
+def check_settings(settings: TrainSettings | dict[str, Any]) -> TrainSettings:
+    """The settings parsed (a run's ``train_config.json`` dict is), refused where the verl engine
+    cannot run them exactly: an error naming the config key."""
+    s = TrainSettings.of(settings)
+    why = support.refusal(s)
     if why is not None:
         raise ValueError(f"engine verl: {why}")
-    reward_sources.check_params(settings.get("reward", "oracle"), settings.get("reward_params", {}))
+    reward_sources.check_params(s.reward, s.reward_params)
+    return s
 
 
 # ---------------------------------------------------------------- rows and groups
@@ -145,24 +149,23 @@ def _in_order(part: _Scored, ids: list[str], group_size: int) -> _Scored:
 class Hook:
     """Settings, curriculum and per-step state of one run inside verl's trainer."""
 
-    def __init__(self, settings: dict[str, Any], train_df: pd.DataFrame, tokenizer, vocab_size: int,
+    def __init__(self, settings: TrainSettings | dict[str, Any], train_df: pd.DataFrame, tokenizer, vocab_size: int,
                  total_steps: int, metrics_path: str | Path | None = None, prompt_stats: pd.DataFrame | None = None):
-        check_settings(settings)
-        self.settings = dict(settings)
-        self.G = int(settings.get("group_size", 8))
-        self.reward = settings.get("reward", "oracle")
-        self.reward_params = dict(settings.get("reward_params") or {})
-        self.weight_kl = bool(settings.get("weight_kl", True))
-        self.kl_on = float(settings.get("kl_coef", 0.001)) > 0
-        self.seed = int(settings.get("seed", 0))
+        self.settings = s = check_settings(settings)
+        self.G = int(s.group_size)
+        self.reward = s.reward
+        self.reward_params = dict(s.reward_params)
+        self.weight_kl = bool(s.weight_kl)
+        self.kl_on = float(s.kl_coef) > 0
+        self.seed = int(s.seed)
         self.total_steps = int(total_steps)
-        self.curriculum_steps = engine_step.curriculum_steps(total_steps, settings.get("curriculum_steps"))
+        self.curriculum_steps = engine_step.curriculum_steps(total_steps, s.curriculum_steps)
         self.tokenizer = tokenizer
         self.vocab_size = int(vocab_size)
         self.metrics_path = Path(metrics_path) if metrics_path else None
         self.ids = [str(i) for i in train_df["id"]]  # verl's dataset row i is training-set row i
-        self.curriculum = make_curriculum(settings.get("curriculum", "none"), settings.get("curriculum_params") or {})
-        self.curriculum.setup(train_df, batch_size=int(settings.get("batch_size", 128)), total_steps=self.curriculum_steps,
+        self.curriculum = make_curriculum(s.curriculum, s.curriculum_params)
+        self.curriculum.setup(train_df, batch_size=int(s.batch_size), total_steps=self.curriculum_steps,
                               seed=self.seed, stats=prompt_stats)
         self.pending: _Scored | None = None
 

@@ -17,25 +17,16 @@ import json
 import logging
 import math
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from vicurl.engines.verl import export
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
 from vicurl.engines.verl.support import PROPOSING
+from vicurl.settings import TrainSettings, VerlSettings
 
 log = logging.getLogger(__name__)
-
-# the config's `verl` section (config/schema.yaml documents each key)
-VERL_DEFAULTS: dict[str, Any] = {
-    "attn_implementation": "sdpa",
-    "n_gpus_per_node": 8,
-    "nnodes": 1,
-    "rollout_tensor_parallel": 1,
-    "gpu_memory_utilization": 0.6,
-    "max_token_len_per_gpu": 16384,
-    "overrides": [],
-}
 
 
 def _q(v: Any) -> str:
@@ -50,26 +41,26 @@ def _q(v: Any) -> str:
     return f"'{s}'"
 
 
-def save_freq(settings: dict[str, Any]) -> int:
+def save_freq(settings: TrainSettings | dict[str, Any]) -> int:
     """verl saves a resume checkpoint every ``save_every`` steps (and the last); the trainer adds a
     save at each other evaluated step (`VICuRLTrainer._vicurl_extra_saves`)."""
-    return int(settings.get("save_every", 10))
+    return int(TrainSettings.of(settings).save_every)
 
 
-def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, work_dir: str, settings_path: str,
-              train_set: str, vocab_size: int, n_train: int, verl: dict[str, Any] | None = None,
-              prompt_stats: str | None = None) -> list[str]:
+def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, train_files: str, work_dir: str,
+              settings_path: str, train_set: str, vocab_size: int, n_train: int,
+              verl: VerlSettings | dict[str, Any] | None = None, prompt_stats: str | None = None) -> list[str]:
     """verl Hydra overrides of one run (the GRPO settings are the paper's hyperparameter table)."""
-    v = {**VERL_DEFAULTS, **(verl or {})}
-    b, g, total = int(settings.get("batch_size", 128)), int(settings.get("group_size", 8)), int(settings["total_steps"])
+    s = TrainSettings.of(settings)
+    v = verl if isinstance(verl, VerlSettings) else VerlSettings.from_dict(verl)
+    b, g, total = int(s.batch_size), int(s.group_size), int(s.total_steps)
     if n_train < b:
         raise ValueError(f"training set has {n_train} rows, fewer than train.batch_size={b}")
     epochs = math.ceil(total / (n_train // b))
-    mini = settings.get("mini_batch_size") or b
-    kl = float(settings.get("kl_coef", 0.001))
+    mini = s.mini_batch_size or b
+    kl = float(s.kl_coef)
     work = Path(work_dir)
-    max_tok = max(int(v["max_token_len_per_gpu"]),
-                  int(settings.get("max_prompt_length", 512)) + int(settings.get("max_response_length", 3072)))
+    max_tok = max(int(v.max_token_len_per_gpu), int(s.max_prompt_length) + int(s.max_response_length))
     out = {
         # GRPO
         "algorithm.adv_estimator": "grpo",
@@ -79,15 +70,15 @@ def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, wo
         "data.train_files": train_files,
         "data.val_files": train_files,  # verl requires one; validation is off (the workflow evaluates)
         "data.train_batch_size": b,
-        "data.max_prompt_length": int(settings.get("max_prompt_length", 512)),
-        "data.max_response_length": int(settings.get("max_response_length", 3072)),
+        "data.max_prompt_length": int(s.max_prompt_length),
+        "data.max_response_length": int(s.max_response_length),
         "data.shuffle": True,
-        "data.seed": int(settings.get("seed", 0)),
+        "data.seed": int(s.seed),
         "data.truncation": "error",
         "data.filter_overlong_prompts": False,  # dataset row i stays training-set row i (the curricula index it)
         # a curriculum that chooses the prompts (AdaRFT, SENT) must see a step's rewards before the next
         # batch is drawn: no worker processes prefetching batches (vicurl.engines.verl.sampler)
-        "data.dataloader_num_workers": 0 if settings.get("curriculum", "none") in PROPOSING else 8,
+        "data.dataloader_num_workers": 0 if s.curriculum in PROPOSING else 8,
         # the policy
         "actor_rollout_ref.model.path": model_path,
         "actor_rollout_ref.model.custom_chat_template": VERBATIM_TEMPLATE,
@@ -95,26 +86,26 @@ def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, wo
         # extra does not install flash-attn. sdpa is torch's own; with use_remove_padding (verl's packed
         # sequences, attention_mask None) transformers >= 4.53 masks each packed sequence off the others
         # from the position ids (a test checks the packed log-probs against padded ones).
-        "+actor_rollout_ref.model.override_config.attn_implementation": str(v["attn_implementation"]),
+        "+actor_rollout_ref.model.override_config.attn_implementation": str(v.attn_implementation),
         "actor_rollout_ref.model.use_remove_padding": True,
         "actor_rollout_ref.actor.strategy": "fsdp2",
-        "actor_rollout_ref.actor.optim.lr": float(settings.get("lr", 3e-6)),
-        "actor_rollout_ref.actor.optim.weight_decay": float(settings.get("weight_decay", 0.01)),
-        "actor_rollout_ref.actor.optim.betas": [float(x) for x in settings.get("adam_betas", (0.9, 0.999))],
-        "actor_rollout_ref.actor.optim.clip_grad": float(settings.get("grad_clip", 1.0)),
-        "actor_rollout_ref.actor.grad_clip": float(settings.get("grad_clip", 1.0)),
+        "actor_rollout_ref.actor.optim.lr": float(s.lr),
+        "actor_rollout_ref.actor.optim.weight_decay": float(s.weight_decay),
+        "actor_rollout_ref.actor.optim.betas": [float(x) for x in s.adam_betas],
+        "actor_rollout_ref.actor.optim.clip_grad": float(s.grad_clip),
+        "actor_rollout_ref.actor.grad_clip": float(s.grad_clip),
         "actor_rollout_ref.actor.ppo_mini_batch_size": int(mini),
-        "actor_rollout_ref.actor.ppo_epochs": int(settings.get("ppo_epochs", 1)),
+        "actor_rollout_ref.actor.ppo_epochs": int(s.ppo_epochs),
         "actor_rollout_ref.actor.use_dynamic_bsz": True,
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": max_tok,
-        "actor_rollout_ref.actor.clip_ratio": float(settings.get("clip_ratio", 0.2)),
-        "actor_rollout_ref.actor.clip_ratio_low": float(settings.get("clip_ratio", 0.2)),
-        "actor_rollout_ref.actor.clip_ratio_high": float(settings.get("clip_ratio", 0.2)),
+        "actor_rollout_ref.actor.clip_ratio": float(s.clip_ratio),
+        "actor_rollout_ref.actor.clip_ratio_low": float(s.clip_ratio),
+        "actor_rollout_ref.actor.clip_ratio_high": float(s.clip_ratio),
         "actor_rollout_ref.actor.use_kl_loss": kl > 0,
         "actor_rollout_ref.actor.kl_loss_coef": kl,
-        "actor_rollout_ref.actor.kl_loss_type": settings.get("kl_type", "low_var_kl"),
+        "actor_rollout_ref.actor.kl_loss_type": s.kl_type,
         "actor_rollout_ref.actor.entropy_coeff": 0.0,
-        "actor_rollout_ref.actor.loss_agg_mode": settings.get("loss_agg_mode", "seq-mean-token-mean"),
+        "actor_rollout_ref.actor.loss_agg_mode": s.loss_agg_mode,
         # resume checkpoints only: the evaluated steps are merged to HF on the CPU (`export.export_step`)
         "actor_rollout_ref.actor.checkpoint.save_contents": ["model", "optimizer", "extra"],
         "actor_rollout_ref.actor.checkpoint.load_contents": ["model", "optimizer", "extra"],
@@ -123,11 +114,11 @@ def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, wo
         # rollouts
         "actor_rollout_ref.rollout.name": "vllm",
         "actor_rollout_ref.rollout.n": g,
-        "actor_rollout_ref.rollout.temperature": float(settings.get("temperature", 1.0)),
-        "actor_rollout_ref.rollout.top_p": float(settings.get("top_p", 1.0)),
+        "actor_rollout_ref.rollout.temperature": float(s.temperature),
+        "actor_rollout_ref.rollout.top_p": float(s.top_p),
         "actor_rollout_ref.rollout.top_k": -1,
-        "actor_rollout_ref.rollout.tensor_model_parallel_size": int(v["rollout_tensor_parallel"]),
-        "actor_rollout_ref.rollout.gpu_memory_utilization": float(v["gpu_memory_utilization"]),
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": int(v.rollout_tensor_parallel),
+        "actor_rollout_ref.rollout.gpu_memory_utilization": float(v.gpu_memory_utilization),
         "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True,
         "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": max_tok,
         # rewards: the hook grades every rollout itself; verl's reward loop only places zeros
@@ -137,17 +128,17 @@ def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, wo
         "trainer.use_v1": False,
         "trainer.total_epochs": epochs,
         "trainer.total_training_steps": total,
-        "trainer.n_gpus_per_node": int(v["n_gpus_per_node"]),
-        "trainer.nnodes": int(v["nnodes"]),
-        "trainer.save_freq": save_freq(settings),
-        "trainer.max_actor_ckpt_to_keep": int(settings.get("keep_checkpoints", 1)),
+        "trainer.n_gpus_per_node": int(v.n_gpus_per_node),
+        "trainer.nnodes": int(v.nnodes),
+        "trainer.save_freq": save_freq(s),
+        "trainer.max_actor_ckpt_to_keep": int(s.keep_checkpoints),
         "trainer.resume_mode": "auto",
         "trainer.default_local_dir": str(export.checkpoint_dir(work)),
         "trainer.test_freq": -1,
         "trainer.val_before_train": False,
         "trainer.logger": ["console", "file"],
         "trainer.project_name": "vicurl",
-        "trainer.experiment_name": f"{settings.get('reward', 'oracle')}-{settings.get('curriculum', 'none')}-seed{settings.get('seed', 0)}",
+        "trainer.experiment_name": f"{s.reward}-{s.curriculum}-seed{s.seed}",
     }
     lines = [f"{k}={_q(val)}" for k, val in out.items()]
     vicurl = {"settings": settings_path, "train_set": train_set, "work_dir": str(work), "vocab_size": int(vocab_size),
@@ -155,7 +146,7 @@ def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, wo
     if prompt_stats:
         vicurl["prompt_stats"] = prompt_stats
     lines += [f"+vicurl.{k}={_q(val)}" for k, val in vicurl.items()]
-    return lines + [str(o) for o in v["overrides"]]
+    return lines + [str(o) for o in v.overrides]
 
 
 def compose(override_list: list[str]):
@@ -169,27 +160,27 @@ def compose(override_list: list[str]):
         return hydra_compose(config_name="ppo_trainer", overrides=override_list)
 
 
-def run(settings: dict[str, Any], model_path: str, train_set: str, work_dir: str, checkpoints: str, metrics: str,
-        verl: dict[str, Any] | None = None, prompt_stats: str | None = None,
+def run(settings: TrainSettings | dict[str, Any], model_path: str, train_set: str, work_dir: str, checkpoints: str,
+        metrics: str, verl: VerlSettings | dict[str, Any] | None = None, prompt_stats: str | None = None,
         start_from: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train (resuming from ``work_dir``), then publish the exports and metrics (GPU machine).
     ``start_from`` (``{"work_dir", "step"}``): a run continuing another starts from that run's last
     save (`export.fork`). Returns what the run's provenance records of it (the prompts dropped as too long)."""
     from vicurl.engines.verl.hook import check_settings
 
-    check_settings(settings)
+    s = check_settings(settings)
     from vicurl.curriculum import make_curriculum
 
-    cur = make_curriculum(settings.get("curriculum", "none"), settings.get("curriculum_params") or {})
+    cur = make_curriculum(s.curriculum, s.curriculum_params)
     if cur.needs_stats and not prompt_stats:
         raise ValueError(f"curriculum {cur.name!r} needs the prompt_stats rule's table ({list(cur.needs_stats)}): "
                          f"pass --prompt-stats")
     prompt_stats = str(Path(prompt_stats).resolve()) if prompt_stats else None  # the trainer runs in a Ray actor
     work = Path(work_dir)
     ckpt = export.checkpoint_dir(work)
-    total, exports = int(settings["total_steps"]), settings.get("export_steps", [])
+    total, exports = int(s.total_steps), s.export_steps
     work.mkdir(parents=True, exist_ok=True)
-    report = prepare(settings, model_path, train_set, work)
+    report = prepare(s, model_path, train_set, work)
     if start_from:
         export.fork(start_from["work_dir"], work, int(start_from["step"]))
     done = export.last_saved_step(ckpt)
@@ -200,16 +191,16 @@ def run(settings: dict[str, Any], model_path: str, train_set: str, work_dir: str
         log.info("verl's last save is step %d of %d: the run is trained, only publishing", done, total)
     else:
         log.info("training from %s", f"verl's save of step {done}" if done else "the base model")
-        train(settings, model_path, work, verl, prompt_stats, n_train=report["rows"] - report["dropped"])
+        train(s, model_path, work, verl, prompt_stats, n_train=report["rows"] - report["dropped"])
     publish(work, exports, checkpoints, metrics)
     return {"long_prompts": report}
 
 
-def prepare(settings: dict[str, Any], model_path: str, train_set: str, work: Path) -> dict[str, Any]:
+def prepare(settings: TrainSettings | dict[str, Any], model_path: str, train_set: str, work: Path) -> dict[str, Any]:
     """The run's training rows in verl's format (``<work>/verl_train.parquet``) and in the schema the
     trainer's hook reads (``<work>/train_set.parquet``), prompts over ``max_prompt_length`` tokens
     dropped (``train.long_prompts: drop``, counted in ``<work>/long_prompts.json`` and the log) or
-    refused (``fail``). Settings written to ``<work>/settings.json``."""
+    refused (``fail``). The settings, defaults included, written to ``<work>/settings.json``."""
     from transformers import AutoTokenizer
 
     from vicurl.data import schema
@@ -217,15 +208,13 @@ def prepare(settings: dict[str, Any], model_path: str, train_set: str, work: Pat
     from vicurl.io import atomic_path, write_json
     from vicurl.long_prompts import fit_training_set, write_report
 
-    write_json(work / "settings.json", settings)
+    s = TrainSettings.of(settings)
+    write_json(work / "settings.json", asdict(s))
     df = schema.read(train_set)
     tok = AutoTokenizer.from_pretrained(model_path)
     # verl 0.9.1 would left-truncate a longer prompt with a warning (its data.truncation is not read on
     # the rollout path): a cut question is never trained on
-    df, prompts, report = fit_training_set(
-        df, tok, max_prompt_length=int(settings.get("max_prompt_length", 512)),
-        policy=settings.get("long_prompts", "drop"), prompt_order=settings.get("prompt_order", "question_first"),
-        chat_template=settings.get("chat_template", "auto"), source=str(train_set))
+    df, prompts, report = fit_training_set(df, tok, s, source=str(train_set))
     write_report(work, report, str(train_set))
     schema.write(df, work / "train_set.parquet")
     with atomic_path(work / "verl_train.parquet") as tmp:
@@ -233,7 +222,7 @@ def prepare(settings: dict[str, Any], model_path: str, train_set: str, work: Pat
     return report
 
 
-def train(settings: dict[str, Any], model_path: str, work: Path, verl: dict[str, Any] | None,
+def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettings | dict[str, Any] | None,
           prompt_stats: str | None, n_train: int) -> None:
     """verl's GRPO loop with ``VICuRLTrainer`` (resume_mode auto: from verl's last save in ``work``)."""
     from transformers import AutoConfig

@@ -14,7 +14,9 @@ Every curriculum runs on verl. How the three that do more than weigh a batch do 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
+
+from vicurl.settings import TrainSettings
 
 CURRICULA = ("none", "vicurl", "reverse_confidence", "random", "length_first", "static_confidence",
              "soft_confidence", "vcrl", "adarft", "sent")
@@ -22,23 +24,24 @@ CURRICULA = ("none", "vicurl", "reverse_confidence", "random", "length_first", "
 PROPOSING = ("adarft", "sent")
 
 
-def refusal(settings: dict[str, Any]) -> str | None:
+def refusal(settings: TrainSettings | Mapping[str, Any]) -> str | None:
     """Why the verl engine cannot run these training settings exactly (naming the config key), or None."""
-    cur = settings.get("curriculum", "none")
+    s = TrainSettings.of(settings)
+    cur = s.curriculum
     if cur not in CURRICULA:
         return f"curriculum {cur!r} is unknown to the verl engine (known: {list(CURRICULA)})"
-    n_votes = (settings.get("reward_params") or {}).get("n_votes")
-    if n_votes is not None and int(n_votes) != int(settings.get("group_size", 8)):
+    n_votes = s.reward_params.get("n_votes")
+    if n_votes is not None and int(n_votes) != int(s.group_size):
         return ("rewards.majority_vote.n_votes must be null (vote with the G trained rollouts); TTRL's n_votes > G "
                 "needs extra samples per prompt, use engine: local")
-    if settings.get("loss_agg_mode", "seq-mean-token-mean") != "seq-mean-token-mean":
+    if s.loss_agg_mode != "seq-mean-token-mean":
         return "train.loss_agg_mode must be seq-mean-token-mean"
-    if cur == "soft_confidence" and settings.get("weight_kl", True) and float(settings.get("kl_coef", 0.001)) > 0:
+    if cur == "soft_confidence" and s.weight_kl and float(s.kl_coef) > 0:
         return ("curriculum soft_confidence gives non-uniform weights, and verl's KL loss has no per-sample weight; "
                 "set curricula.soft_confidence.weight_kl: false (the policy term stays weighted exactly) or use "
                 "engine: local")
-    mini = settings.get("mini_batch_size")
-    if cur == "vcrl" and mini is not None and int(mini) != int(settings.get("batch_size", 128)):
+    mini = s.mini_batch_size
+    if cur == "vcrl" and mini is not None and int(mini) != int(s.batch_size):
         return ("curriculum vcrl: train.mini_batch_size must be unset (one optimizer step per batch): the local "
                 "engine splits the batch plus the replayed prompts into mini-batches, verl the batch of fixed size")
     return None

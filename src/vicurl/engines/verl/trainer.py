@@ -60,6 +60,7 @@ from vicurl.engines.verl import export
 from vicurl.engines.verl.hook import Hook
 from vicurl.engines.verl.sampler import CurriculumSampler, proposes
 from vicurl.io import write_json
+from vicurl.settings import TrainSettings
 
 CURRICULUM_STATE = "vicurl_curriculum.json"  # next to verl's data.pt in global_step_N/
 
@@ -98,12 +99,12 @@ class VICuRLTrainer(RayPPOTrainer):
         hook = getattr(self, "_hook", None)
         if hook is None:
             cfg = self.config.vicurl
-            settings = json.loads(Path(cfg.settings).read_text())
+            settings = TrainSettings.from_dict(json.loads(Path(cfg.settings).read_text()))
             from vicurl.data import schema
 
             stats = pd.read_parquet(cfg.prompt_stats) if cfg.get("prompt_stats") else None
             hook = Hook(settings, schema.read(cfg.train_set), self.tokenizer, int(cfg.vocab_size),
-                        total_steps=int(settings["total_steps"]),
+                        total_steps=int(settings.total_steps),
                         metrics_path=Path(cfg.work_dir) / "metrics.jsonl", prompt_stats=stats)
             self._hook = hook
         return hook
@@ -240,8 +241,8 @@ class VICuRLTrainer(RayPPOTrainer):
     def _vicurl_extra_saves(self) -> set[int]:
         """Evaluated steps that verl's ``save_freq`` does not save (nor the last step, always saved)."""
         hook = self._vicurl_hook()
-        every = int(self.config.trainer.get("save_freq", hook.settings.get("save_every", 10)) or 0)
-        return {int(s) for s in hook.settings.get("export_steps", [])
+        every = int(self.config.trainer.get("save_freq", hook.settings.save_every) or 0)
+        return {int(s) for s in hook.settings.export_steps
                 if int(s) != hook.total_steps and (every <= 0 or int(s) % every)}
 
     def _save_checkpoint(self):
@@ -253,7 +254,7 @@ class VICuRLTrainer(RayPPOTrainer):
         folder = export.step_dir(self.config.trainer.default_local_dir, step)
         write_json(folder / CURRICULUM_STATE, {"step": step, "curriculum": hook.curriculum.state_dict()})
         super()._save_checkpoint()
-        if step in set(hook.settings.get("export_steps", [])):
+        if step in set(hook.settings.export_steps):
             export.export_step(folder / "actor", export.export_dir(self.config.vicurl.work_dir, step),
                                self.config.vicurl.base_model)
 

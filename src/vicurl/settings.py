@@ -1,0 +1,112 @@
+"""A run's settings as typed values, each default written once (plain Python: no torch, no verl).
+
+``TrainSettings``  one run's training settings (`vicurl.runs.train_settings` gives the dict; the
+                   config's ``train`` section, a study's overrides, the run's reward, curriculum
+                   and seed); the defaults are the paper's hyperparameter table. Both engines, the
+                   verl launcher, the probes and the scripts read these attributes.
+``VerlSettings``   the config's ``verl`` section (the hardware of a verl run); config/schema.yaml
+                   documents each key and holds the same defaults (a test keeps them equal).
+``SamplingSettings``  what the evaluation generators sample with (``eval``, ``prompt_stats``)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+
+def _from_dict(cls, d: Mapping[str, Any], what: str, key: str):
+    unknown = sorted(set(d) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ValueError(f"unknown {what} {unknown} (config key {key})")
+    return cls(**d)
+
+
+@dataclass
+class TrainSettings:
+    """Training settings of one run (defaults: the paper's hyperparameter table)."""
+
+    total_steps: int
+    curriculum_steps: int | None = None  # the curriculum schedule's span; None = total_steps (engine_step.curriculum_steps)
+    batch_size: int = 128  # prompts per step
+    group_size: int = 8  # G
+    lr: float = 3e-6
+    weight_decay: float = 0.01  # verl's AdamW default
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = 1.0  # verl's actor default
+    temperature: float = 1.0  # rollout temperature
+    top_p: float = 1.0
+    max_prompt_length: int = 512
+    long_prompts: str = "drop"  # a longer prompt is dropped and counted, or refuses the set (vicurl.long_prompts)
+    max_response_length: int = 3072
+    mini_batch_size: int | None = None  # prompts per optimizer step; None = the whole batch
+    micro_batch_size: int = 64  # sequences per forward/backward
+    ppo_epochs: int = 1
+    clip_ratio: float = 0.2
+    kl_coef: float = 0.001
+    kl_type: str = "low_var_kl"
+    loss_agg_mode: str = "seq-mean-token-mean"
+    weight_kl: bool = True
+    skip_dropped: bool = True  # no forward/backward for zero-weight sequences (exact; see LocalTrainer._update)
+    rollout_batch_size: int = 256  # sequences per generate call
+    save_every: int = 10
+    keep_checkpoints: int = 1
+    export_steps: list[int] = field(default_factory=list)
+    seed: int = 0
+    prompt_order: str = "question_first"
+    chat_template: bool | str = "auto"  # models.<name>.chat_template (vicurl.prompts)
+    reward: str = "oracle"
+    reward_params: dict[str, Any] = field(default_factory=dict)
+    curriculum: str = "none"
+    curriculum_params: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TrainSettings":
+        d = dict(d)
+        if "adam_betas" in d:
+            d["adam_betas"] = tuple(d["adam_betas"])
+        for key in ("reward_params", "curriculum_params"):  # null in a settings file: none
+            if key in d and d[key] is None:
+                d[key] = {}
+        return _from_dict(cls, d, "training setting(s)", "train")
+
+    @classmethod
+    def of(cls, settings: "TrainSettings | Mapping[str, Any]") -> "TrainSettings":
+        """``settings`` as ``TrainSettings`` (a dict, e.g. a run's ``train_config.json``, is parsed)."""
+        return settings if isinstance(settings, cls) else cls.from_dict(settings)
+
+
+@dataclass(frozen=True)
+class VerlSettings:
+    """The config's ``verl`` section (config/schema.yaml describes each key)."""
+
+    attn_implementation: str = "sdpa"
+    n_gpus_per_node: int = 8
+    nnodes: int = 1
+    rollout_tensor_parallel: int = 1
+    gpu_memory_utilization: float = 0.6
+    max_token_len_per_gpu: int = 16384
+    cpus_per_gpu: int = 8  # the train rule's resources, from here down
+    runtime: int = 1440
+    runtime_scale: dict[str, float] = field(default_factory=dict)
+    mem_mb: int = 480000
+    overrides: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "VerlSettings":
+        return _from_dict(cls, dict(d or {}), "verl setting(s)", "verl")
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """What both evaluation generators (transformers, vLLM) sample with: ``n`` samples per problem
+    at ``temperature`` / ``top_p``, at most ``max_new_tokens`` each, seeded by ``seed``; the
+    prompts rendered with ``prompt_order`` and ``chat_template`` (`vicurl.prompts`)."""
+
+    n: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    seed: int
+    prompt_order: str = "question_first"
+    chat_template: bool | str = "auto"

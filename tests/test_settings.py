@@ -1,0 +1,50 @@
+"""The run settings module: torch-free, each default once (the schema's `verl` defaults are
+VerlSettings'), unknown keys named with their config section."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vicurl.settings import TrainSettings, VerlSettings
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
+
+
+def test_settings_import_neither_torch_nor_verl():
+    code = "import sys, vicurl.settings; print(json.dumps([m for m in ('torch', 'verl') if m in sys.modules]))"
+    out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_verl_settings_are_the_schemas_verl_section():
+    props = SCHEMA["properties"]["verl"]["properties"]
+    fields = {f.name: f for f in dataclasses.fields(VerlSettings)}
+    assert list(fields) == list(props)
+    defaults = dataclasses.asdict(VerlSettings())
+    assert {k: p["default"] for k, p in props.items()} == defaults
+
+
+def test_every_train_setting_of_the_schema_is_a_field():
+    props = SCHEMA["definitions"]["train_settings"]["properties"]
+    assert set(props) <= {f.name for f in dataclasses.fields(TrainSettings)}
+
+
+def test_unknown_keys_are_named_with_their_section():
+    with pytest.raises(ValueError, match=r"\['lrr'\].*config key train"):
+        TrainSettings.from_dict({"total_steps": 1, "lrr": 1.0})
+    with pytest.raises(ValueError, match=r"\['gpus'\].*config key verl"):
+        VerlSettings.from_dict({"gpus": 2})
+
+
+def test_a_settings_file_round_trips():
+    s = TrainSettings(total_steps=3, adam_betas=(0.8, 0.9), reward_params={"n_votes": 4})
+    again = TrainSettings.from_dict(json.loads(json.dumps(dataclasses.asdict(s))))
+    assert again == s and again.adam_betas == (0.8, 0.9)
+    assert TrainSettings.of(s) is s and TrainSettings.of({"total_steps": 3}) == TrainSettings(total_steps=3)
+    assert TrainSettings.from_dict({"total_steps": 1, "reward_params": None}).reward_params == {}
