@@ -18,7 +18,7 @@ the throughputs stated below as assumptions (each a command-line option):
 * Responses are max_new_tokens long (``--length-fraction 1``): an upper bound; time scales with it.
 
 The CPU figures are measured here, on a Qwen2 configuration at reduced size with random
-weights, through the project's own code (``vicurl.generation.sample``'s generate call and the
+weights, through the project's own code (``vicurl.sampling.sample``'s generate call and the
 local engine's ``sequence_logprobs`` + backward), and on grading synthetic responses; the table
 extrapolates each job to this CPU as well: why these rules need the GPU.
 
@@ -151,7 +151,7 @@ def measure_cpu(threads: int, seed: int = 0) -> Cpu:
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     from vicurl.engines.rollout import sequence_logprobs
-    from vicurl.generation import Rollouts, response_mask_from_ids
+    from vicurl.sampling import Rollouts, response_mask_from_ids
 
     torch.set_num_threads(threads)
     arch = arch_of(*REDUCED)
@@ -161,7 +161,7 @@ def measure_cpu(threads: int, seed: int = 0) -> Cpu:
     out.lines.append(f"CPU: {threads} threads, Qwen2 at reduced size (random weights): {arch.n_total / 1e6:.1f}M "
                      f"parameters ({arch.n_flop / 1e6:.1f}M per token), fp32")
 
-    # sampling: the generate call of vicurl.generation.sample (top_k off, temperature 1), 16 x 64 new tokens
+    # sampling: the generate call of vicurl.sampling.sample (top_k off, temperature 1), 16 x 64 new tokens
     batch, prompt, new = 16, 64, 64
     ids = torch.randint(3, REDUCED[1]["vocab_size"], (batch, prompt), generator=torch.Generator().manual_seed(seed))
     gen_cfg = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=new,

@@ -230,7 +230,7 @@ def test_n_votes_below_group_size_is_refused(char_model_dir, tmp_path):
 
 def test_first_of_each_group_keeps_the_trained_rows():
     from vicurl.engines.rollout import first_of_each_group
-    from vicurl.generation import Rollouts
+    from vicurl.sampling import Rollouts
 
     n, g, b = 3, 2, 2  # 2 prompts x 3 samples, train on the first 2 of each
     ids = torch.arange(b * n)[:, None].repeat(1, 4)

@@ -162,7 +162,7 @@ def test_reload_gives_identical_logits_and_generation(df, tok, tmp_path):
         b = model2(**enc2).logits
     assert torch.equal(a, b)
 
-    from vicurl.generation import sample
+    from vicurl.sampling import sample
 
     r1 = sample(model, tok, prompts, 2, temperature=1.0, max_new_tokens=12, seed=3)
     r2 = sample(model2, tok2, prompts, 2, temperature=1.0, max_new_tokens=12, seed=3)

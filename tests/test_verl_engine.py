@@ -41,7 +41,7 @@ from vicurl.prompts import build_prompts
 from vicurl.engines.verl.hook import Hook, loss_plan
 from vicurl.engines.verl.sampler import CurriculumSampler
 from vicurl.engines.verl.trainer import OVERRIDES, VICuRLTrainer
-from vicurl.generation import Rollouts
+from vicurl.sampling import Rollouts
 from vicurl.settings import TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,7 +30,7 @@ from vicurl import rewards as reward_sources
 from vicurl.algos.confidence import logprobs_and_entropy
 from vicurl.curriculum import Batch
 from vicurl.engines import step as engine_step
-from vicurl.generation import Rollouts, sample
+from vicurl.sampling import Rollouts, sample
 from vicurl.long_prompts import fit_training_set
 from vicurl.settings import TrainSettings
 

@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from vicurl import devices
-from vicurl.generation import sample
+from vicurl.sampling import sample
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS, empty, read_records, write_records  # noqa: F401 (re-exported)
 from vicurl.long_prompts import generation_prompts, model_context
 from vicurl.settings import SamplingSettings

@@ -490,7 +490,7 @@ def evaluate_levels(
     """Per level (``metadata.level``; ``all`` too): Pass@1 with ``n`` samples per prompt, the
     share of responses ending in EOS and holding a ``\\boxed{}``, mean length and mean token
     entropy (with its spread over prompts). A sanity/calibration report, not the evaluation."""
-    from vicurl.generation import sample
+    from vicurl.sampling import sample
     from vicurl.grading import extract_boxed
     from vicurl.rewards import Group, oracle
 

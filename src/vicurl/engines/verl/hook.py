@@ -35,7 +35,7 @@ from vicurl.algos.grpo import outcome_to_token_rewards
 from vicurl.curriculum import Batch, Selection, make_curriculum
 from vicurl.engines import step as engine_step
 from vicurl.engines.verl import support
-from vicurl.generation import decode_responses
+from vicurl.sampling import decode_responses
 from vicurl.settings import TrainSettings
 
 # curricula the verl engine runs (all of them; `support` says how, and what it refuses)
