@@ -35,8 +35,8 @@ from vicurl import devices
 from vicurl.algos.grpo import grpo_loss
 from vicurl.engines.local import LocalTrainer, TrainConfig, sequence_logprobs
 from vicurl.engines.step import seed_for
+from vicurl.methods import probeable
 from vicurl.probes import variance
-from vicurl.runs import PROBEABLE
 
 METHODS = ("exact", "streaming", "sketch")
 
@@ -79,9 +79,9 @@ def run_probe(
     """One probe (module docstring); ``device``: ``vicurl.devices.resolve``, the config's ``device``."""
     if probe.method not in METHODS:
         raise ValueError(f"probes.method must be one of {METHODS}, got {probe.method!r}")
-    if train_cfg.curriculum not in PROBEABLE:
+    if train_cfg.curriculum not in probeable():
         raise ValueError(f"probes: curriculum {train_cfg.curriculum!r} keeps state across steps; "
-                         f"probe runs of {list(PROBEABLE)}")
+                         f"probe runs of {probeable()}")
     t0 = time.perf_counter()
     device = devices.resolve(device)
     cfg = replace(train_cfg, group_size=probe.rollouts, micro_batch_size=micro_batch_size(device, train_cfg.micro_batch_size))

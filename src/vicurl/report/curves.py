@@ -80,7 +80,7 @@ def learning_curves_grid(
                              estimator="mean", errorbar=_ERRORBAR[band], marker="o", markersize=3,
                              linewidth=1.4, ax=ax, legend=False)
             ax.set_xlabel("Steps" if i == nrows - 1 else "")
-            ax.set_ylabel(f"{L.REWARD_NAMES.get(reward, reward)} {metric.replace('pass@', 'P@')} (%)" if j == 0 else "")
+            ax.set_ylabel(f"{L.reward_label(reward)} {metric.replace('pass@', 'P@')} (%)" if j == 0 else "")
             if i == 0:
                 ax.set_title(titles.get(bench, bench), fontsize=10)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))

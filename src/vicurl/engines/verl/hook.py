@@ -37,9 +37,6 @@ from vicurl.engines import step as engine_step
 from vicurl.engines.verl import support
 from vicurl.generation import decode_responses
 
-# curricula the verl engine runs (all of them; `support` says how, and what it refuses)
-SUPPORTED_CURRICULA = support.CURRICULA
-
 
 def check_settings(settings: dict[str, Any]) -> None:
     """Settings the verl engine cannot run exactly: an error naming the config key."""

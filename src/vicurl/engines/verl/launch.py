@@ -22,7 +22,7 @@ from typing import Any
 
 from vicurl.engines.verl import export
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
-from vicurl.engines.verl.support import PROPOSING
+from vicurl.methods import proposing
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, wo
         "data.filter_overlong_prompts": False,  # dataset row i stays training-set row i (the curricula index it)
         # a curriculum that chooses the prompts (AdaRFT, SENT) must see a step's rewards before the next
         # batch is drawn: no worker processes prefetching batches (vicurl.engines.verl.sampler)
-        "data.dataloader_num_workers": 0 if settings.get("curriculum", "none") in PROPOSING else 8,
+        "data.dataloader_num_workers": 0 if settings.get("curriculum", "none") in proposing() else 8,
         # the policy
         "actor_rollout_ref.model.path": model_path,
         "actor_rollout_ref.model.custom_chat_template": VERBATIM_TEMPLATE,
