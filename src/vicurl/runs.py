@@ -1,8 +1,9 @@
 """The run table: the config's studies expanded into one row per training run.
 
 A run is (study, model, reward, curriculum, seed); its folder spells the parts out:
-``runs/{study}/{model}/{reward}-{curriculum}/seed{seed}/``. The Base (No RL) rows are
-evaluation-only pseudo-runs with study ``base`` and setting ``base``.
+``runs/{study}/{model}/{reward}-{curriculum}/seed{seed}/`` (``Run``: the one place that builds
+and parses it). The Base (No RL) rows are evaluation-only pseudo-runs with study ``base`` and
+setting ``base``.
 
 A study that ``continues`` another trains on from where that study's runs end: its run of
 (model, setting, seed) starts from the source run's final training state (weights, optimizer,
@@ -23,10 +24,29 @@ from vicurl import methods
 from vicurl.data import sources
 
 BASE = "base"
+# a run's folder below runs/, eval/, probes/, ...: ``Run.path``, and the rules' wildcard pattern
+PATH = "{study}/{model}/{setting}/seed{seed}"
+
+
+def setting_of(reward: str, curriculum: str) -> str:
+    """A run folder's setting, ``{reward}-{curriculum}``; the Base pseudo-run's is ``base``."""
+    return BASE if reward == curriculum == BASE else f"{reward}-{curriculum}"
+
+
+def split_setting(setting: str) -> tuple[str, str]:
+    """(reward, curriculum) of a setting (split at its first dash: reward names have none);
+    ``base`` is (base, base)."""
+    if setting == BASE:
+        return BASE, BASE
+    reward, curriculum = setting.split("-", 1)
+    return reward, curriculum
 
 
 @dataclass(frozen=True)
 class Run:
+    """A run's identity, the one place its folder's parts are built and parsed. The Base (No RL)
+    evaluations are pseudo-runs: study, reward and curriculum ``base``."""
+
     study: str
     model: str
     reward: str
@@ -35,17 +55,25 @@ class Run:
 
     @classmethod
     def of(cls, study: str, model: str, setting: str, seed: int | str) -> "Run":
-        """The run of a folder's parts (``{reward}-{curriculum}`` split at its first dash)."""
-        reward, curriculum = setting.split("-", 1)
-        return cls(study, model, reward, curriculum, int(seed))
+        """The run of a folder's parts."""
+        return cls(study, model, *split_setting(setting), int(seed))
+
+    @classmethod
+    def from_wildcards(cls, wildcards: Any) -> "Run":
+        """The run of a rule's wildcards ``study``, ``model``, ``setting``, ``seed``."""
+        return cls.of(wildcards.study, wildcards.model, wildcards.setting, wildcards.seed)
 
     @property
     def setting(self) -> str:
-        return f"{self.reward}-{self.curriculum}"
+        return setting_of(self.reward, self.curriculum)
 
     @property
     def path(self) -> str:
-        return f"{self.study}/{self.model}/{self.setting}/seed{self.seed}"
+        return PATH.format(study=self.study, model=self.model, setting=self.setting, seed=self.seed)
+
+    def identity(self) -> dict[str, Any]:
+        """The keys a run's records carry (scores, probes)."""
+        return dict(study=self.study, model=self.model, reward=self.reward, curriculum=self.curriculum, seed=self.seed)
 
 
 def runs(config: dict[str, Any], study: str | None = None) -> list[Run]:
@@ -411,7 +439,7 @@ def table_evaluations(config: dict[str, Any], table: dict[str, Any]) -> list[tup
     wanted: dict[tuple[str, str, str], tuple[Any, Any]] = {}  # (study, model, setting) -> (steps, seeds)
     for block in table.get("blocks") or [{"rows": table.get("rows") or []}]:
         for row in block["rows"]:
-            key = (row["study"], row["model"], f"{row['reward']}-{row['curriculum']}")
+            key = (row["study"], row["model"], setting_of(row["reward"], row["curriculum"]))
             if row["study"] == BASE:
                 key = (BASE, row["model"], BASE)
             steps = {0} if row["study"] == BASE else (None if row.get("step") is None else {int(row["step"])})

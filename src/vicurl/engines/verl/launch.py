@@ -23,6 +23,7 @@ from typing import Any
 from vicurl.engines.verl import export
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
 from vicurl.methods import proposing
+from vicurl.runs import setting_of
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ def overrides(settings: dict[str, Any], *, model_path: str, train_files: str, wo
         "trainer.val_before_train": False,
         "trainer.logger": ["console", "file"],
         "trainer.project_name": "vicurl",
-        "trainer.experiment_name": f"{settings.get('reward', 'oracle')}-{settings.get('curriculum', 'none')}-seed{settings.get('seed', 0)}",
+        "trainer.experiment_name": f"{setting_of(settings.get('reward', 'oracle'), settings.get('curriculum', 'none'))}-seed{settings.get('seed', 0)}",
     }
     lines = [f"{k}={_q(val)}" for k, val in out.items()]
     vicurl = {"settings": settings_path, "train_set": train_set, "work_dir": str(work), "vocab_size": int(vocab_size),
