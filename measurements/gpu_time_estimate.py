@@ -291,10 +291,9 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
     generated: dict[tuple, list[str]] = {}  # checkpoints generated: (study, model, setting, seed, step) -> benchmarks
     graded: dict[tuple, int] = {}  # grading: one CPU job per run (study, model, setting, seed), all its checkpoints
     for study, model, setting, seed, step, bench in runs_lib.evaluations(cfg):
-        owner = (study, model, setting, seed)
-        if setting != runs_lib.BASE:  # a continued run's early checkpoints are its source run's
-            o = runs_lib.checkpoint_owner(cfg, runs_lib.Run.of(study, model, setting, seed), step)
-            owner = (o.study, o.model, o.setting, o.seed)
+        # a continued run's early checkpoints are its source run's (a Base pseudo-run owns its own)
+        o = runs_lib.checkpoint_owner(cfg, runs_lib.Run.of(study, model, setting, seed), step)
+        owner = (o.study, o.model, o.setting, o.seed)
         if bench not in generated.setdefault((*owner, step), []):
             generated[(*owner, step)].append(bench)
         n = sizes[bench] * runs_lib.eval_settings(cfg, study)["n_samples"]

@@ -18,6 +18,7 @@ R = f"results/{config['scenario']}"
 RUNS = runs_lib.runs(config)
 STUDIES = list(config["studies"])
 SETTINGS = sorted({r.setting for r in RUNS} | {runs_lib.BASE})
+RUN = runs_lib.PATH  # a run's folder as wildcards: {study}/{model}/{setting}/seed{seed}
 
 
 def _alt(values):
@@ -80,7 +81,7 @@ def train_resources():
 
 
 def run_dir(w):
-    return f"{R}/runs/{w.study}/{w.model}/{w.setting}/seed{w.seed}"
+    return f"{R}/runs/{run_of(w).path}"
 
 
 def work_dir(run_path):
@@ -108,12 +109,12 @@ def all_runs():
 
 # A run's evaluations: one folder per evaluated checkpoint (its samples: one file, or one per
 # benchmark), and the verdicts and scores of all of them (one grading job per run).
-RUN_EVAL_DIR = f"{R}/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}"
+RUN_EVAL_DIR = f"{R}/eval/{RUN}"
 EVAL_DIR = f"{RUN_EVAL_DIR}/step{{step}}"
 
 
-def eval_dir(study, model, setting, seed, step):
-    return EVAL_DIR.format(study=study, model=model, setting=setting, seed=seed, step=step)
+def eval_dir(run, step):
+    return f"{R}/eval/{run.path}/step{step}"
 
 
 def checkpoint_benchmarks(w):
@@ -128,15 +129,15 @@ def eval_samples(w):
     names = ["samples"] if config["eval"]["per_checkpoint"] else [f"{b}.samples" for b in checkpoint_benchmarks(w)]
     paths = []
     for step in runs_lib.evaluated_steps(config, w.study):
-        owner = w if w.setting == runs_lib.BASE else runs_lib.checkpoint_owner(config, run_of(w), step)
-        folder = eval_dir(owner.study, w.model, owner.setting, owner.seed, step)
+        owner = runs_lib.checkpoint_owner(config, run_of(w), step)  # a Base pseudo-run owns its own
+        folder = eval_dir(owner, step)
         paths += [f"{folder}/{name}.parquet" for name in names]
     return paths
 
 
 def score_files(evaluations):
     """The runs' score files holding these (study, model, setting, seed, step, benchmark)."""
-    return list(dict.fromkeys(os.path.join(RUN_EVAL_DIR.format(study=st, model=m, setting=se, seed=sd), "scores.json")
+    return list(dict.fromkeys(f"{R}/eval/{runs_lib.Run.of(st, m, se, sd).path}/scores.json"
                               for st, m, se, sd, *_ in evaluations))
 
 
@@ -151,7 +152,7 @@ def maybe_protected(path):
 
 
 def run_of(w):
-    return runs_lib.Run.of(w.study, w.model, w.setting, w.seed)
+    return runs_lib.Run.from_wildcards(w)
 
 
 def prompt_stats_input(w):
@@ -242,7 +243,7 @@ def variance_figures(study=None):
 def schedule_figures(study=None):
     """The beta_t / tau_t schedule of every setting whose curriculum is in report.schedule_curricula."""
     wanted = config["report"]["schedule_curricula"]
-    return [f"{R}/report/figures/schedule/{s}/{m}/{r}-{c}.png"
+    return [f"{R}/report/figures/schedule/{s}/{m}/{runs_lib.setting_of(r, c)}.png"
             for s, st in _studies(study).items() for m in st["models"]
             for r, curs in st["settings"].items() for c in curs if c in wanted]
 

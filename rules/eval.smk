@@ -23,9 +23,9 @@ rule generate:
     resources:
         gpu=1 if VLLM_EVAL else 0,
     log:
-        f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.generate.log",
+        f"{R}/logs/eval/{RUN}/step{{step}}/{{bench}}.generate.log",
     benchmark:
-        f"{R}/timings/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/{{bench}}.generate.tsv"
+        f"{R}/timings/eval/{RUN}/step{{step}}/{{bench}}.generate.tsv"
     conda:
         "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
     script:
@@ -43,9 +43,9 @@ use rule generate as generate_checkpoint with:
         benchmarks=checkpoint_benchmarks,  # a changed list regenerates the checkpoint
         on_bad_row=lambda w: on_bad_row(checkpoint_benchmarks(w)),
     log:
-        f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/generate.log",
+        f"{R}/logs/eval/{RUN}/step{{step}}/generate.log",
     benchmark:
-        f"{R}/timings/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}/generate.tsv"
+        f"{R}/timings/eval/{RUN}/step{{step}}/generate.tsv"
 
 
 rule grade:
@@ -63,7 +63,7 @@ rule grade:
         grader_version=config["grading"]["version"],
         per_checkpoint=config["eval"]["per_checkpoint"],
     log:
-        f"{R}/logs/eval/{{study}}/{{model}}/{{setting}}/seed{{seed}}/grade.log",
+        f"{R}/logs/eval/{RUN}/grade.log",
     conda:
         "../envs/cpu.yaml"
     script:

@@ -12,7 +12,7 @@ rule probe:
         base=lambda w: base_model_input(w.model),
         train_set=lambda w: dataset_path(config["studies"][w.study]["train_set"]),
     output:
-        f"{R}/probes/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}.json",
+        f"{R}/probes/{RUN}/step{{step}}.json",
     params:
         checkpoint_dir=probe_model_dir,
         base_dir=lambda w: base_model_dir(w.model),
@@ -23,9 +23,9 @@ rule probe:
     resources:
         gpu=1 if VERL_ENGINE else 0,
     log:
-        f"{R}/logs/probes/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}.log",
+        f"{R}/logs/probes/{RUN}/step{{step}}.log",
     benchmark:
-        f"{R}/timings/probes/{{study}}/{{model}}/{{setting}}/seed{{seed}}/step{{step}}.tsv"
+        f"{R}/timings/probes/{RUN}/step{{step}}.tsv"
     conda:
         # GPU clusters: the training environment (CUDA torch, and the torch, transformers and verl
         # loss code that trained the probed checkpoints); the demo: the CPU one

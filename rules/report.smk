@@ -131,7 +131,7 @@ rule learning_curves:
 
 rule schedule_figure:
     input:
-        lambda w: [f"{R}/runs/{w.study}/{w.model}/{w.setting}/seed{s}/metrics.jsonl"
+        lambda w: [f"{R}/runs/{runs_lib.Run.of(w.study, w.model, w.setting, s).path}/metrics.jsonl"
                    for s in config["studies"][w.study]["seeds"]],
     output:
         png=report(f"{R}/report/figures/schedule/{{study}}/{{model}}/{{setting}}.png",
@@ -164,8 +164,8 @@ rule variance_figures:
         absolute_pdf=f"{R}/report/figures/variance/{{study}}/{{setting}}_absolute.pdf",
     params:
         study=lambda w: w.study,
-        reward=lambda w: w.setting.split("-", 1)[0],
-        curriculum=lambda w: w.setting.split("-", 1)[1],
+        reward=lambda w: runs_lib.split_setting(w.setting)[0],
+        curriculum=lambda w: runs_lib.split_setting(w.setting)[1],
         models=lambda w: probed_models(w.study, w.setting),
         titles={m: v.get("label", m) for m, v in config["models"].items()},
     log:

@@ -15,10 +15,10 @@ rule train:
         prompt_stats=prompt_stats_input,
         source=source_run_input,
     output:
-        checkpoints=maybe_protected(directory(f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/checkpoints")),
-        metrics=maybe_protected(f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/metrics.jsonl"),
-        settings=f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/train_config.json",
-        provenance=f"{R}/runs/{{study}}/{{model}}/{{setting}}/seed{{seed}}/provenance.json",
+        checkpoints=maybe_protected(directory(f"{R}/runs/{RUN}/checkpoints")),
+        metrics=maybe_protected(f"{R}/runs/{RUN}/metrics.jsonl"),
+        settings=f"{R}/runs/{RUN}/train_config.json",
+        provenance=f"{R}/runs/{RUN}/provenance.json",
     params:
         model_dir=lambda w: base_model_dir(w.model),
         work_dir=lambda w: work_dir(run_of(w).path),
@@ -29,9 +29,9 @@ rule train:
     resources:
         **train_resources(),
     log:
-        f"{R}/logs/train/{{study}}/{{model}}/{{setting}}/seed{{seed}}.log",
+        f"{R}/logs/train/{RUN}.log",
     benchmark:
-        f"{R}/timings/train/{{study}}/{{model}}/{{setting}}/seed{{seed}}.tsv"
+        f"{R}/timings/train/{RUN}.tsv"
     conda:
         "../envs/verl.yaml" if VERL_ENGINE else "../envs/cpu.yaml"
     script:

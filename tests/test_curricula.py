@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from vicurl.curriculum import (
-    CURRICULA,
     SENT,
     VCRL,
     AdaRFT,
@@ -24,6 +23,7 @@ from vicurl.curriculum import (
 )
 from vicurl.curriculum.adarft import next_target
 from vicurl.curriculum.vcrl import variance_max
+from vicurl.methods import CURRICULA
 from vicurl.runs import Run, needs_prompt_stats
 
 
@@ -288,8 +288,11 @@ def test_every_curriculum_of_the_spec_is_registered_and_config_errors_are_named(
 
 @pytest.mark.parametrize("name, params", [(n, {}) for n in CURRICULA] + [("adarft", {"difficulty_from": "metadata"})])
 def test_dag_knows_which_curricula_need_offline_stats(name, params):
+    """AdaRFT's offline difficulty and SENT's semantic entropy, as the DAG and the curriculum read them."""
     config = {"curricula": {name: params}}
-    assert needs_prompt_stats(config, Run("s", "m", "oracle", name, 0)) == bool(make_curriculum(name, params).needs_stats)
+    expected = {"adarft": ("difficulty",), "sent": ("semantic_entropy",)}.get(name, ()) if not params else ()
+    assert make_curriculum(name, params).needs_stats == expected
+    assert needs_prompt_stats(config, Run("s", "m", "oracle", name, 0)) == bool(expected)
 
 
 @pytest.mark.parametrize("name", sorted(CURRICULA))

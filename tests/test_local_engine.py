@@ -7,6 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from vicurl import methods
 from vicurl import rewards as reward_sources
 from vicurl.engines.local import LocalTrainer
 from vicurl.settings import TrainSettings
@@ -124,7 +125,8 @@ def parity_reward(group):
 @pytest.fixture
 def parity(monkeypatch):
     """Register ``parity`` as a reward source (config ``reward="parity"``) for this test."""
-    monkeypatch.setitem(reward_sources.REWARDS, "parity", parity_reward)
+    monkeypatch.setitem(methods.REWARDS, "parity", methods.RewardSpec("parity", f"{__name__}:parity_reward",
+                                                                      "Parity", "Parity", "Parity"))
 
 
 @pytest.mark.parametrize("optimizer", ["adamw", "sgd"])

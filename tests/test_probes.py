@@ -3,15 +3,18 @@ of a real (tiny) model."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
 import pytest
 import torch
 
+from vicurl import methods
 from vicurl.curriculum.schedules import linear_beta
 from vicurl.probes import variance
 from vicurl.probes.probe import ProbeConfig, probe_prompt_ids, run_probe
+from vicurl.rewards import GroupReward
 from vicurl.settings import TrainSettings
 
 
@@ -76,11 +79,14 @@ def train_cfg(**kw):
     return TrainSettings(**base)
 
 
+def parity_reward(group):
+    return GroupReward([float(len(t) % 2) for t in group.texts])
+
+
 def test_probe_of_a_real_model_low_memory_methods_agree_with_exact(char_model_dir, monkeypatch):
     # a reward with spread (the random model never answers right): length parity
-    rewards = __import__("vicurl.rewards", fromlist=["REWARDS"])
-    monkeypatch.setitem(rewards.REWARDS, "oracle",
-                        lambda group: rewards.GroupReward([float(len(t) % 2) for t in group.texts]))
+    monkeypatch.setitem(methods.REWARDS, "oracle",
+                        dataclasses.replace(methods.REWARDS["oracle"], implementation=f"{__name__}:parity_reward"))
     df = problems()
     out = {}
     for method in ("exact", "streaming", "sketch"):

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from vicurl.algos.confidence import logprobs_and_entropy, mean_token_entropy
-from vicurl.rewards import REWARDS, Group, check_params, clusters, entropy, group_rewards, majority_vote, oracle, semantic
+from vicurl.methods import REWARDS
+from vicurl.rewards import Group, check_params, clusters, entropy, group_rewards, majority_vote, oracle, semantic
 
 
 pytestmark = pytest.mark.usefixtures("small_pool")  # conftest.py

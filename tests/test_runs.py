@@ -149,3 +149,23 @@ def test_continues_null_makes_separate_runs():
     assert R.source_run(cfg, none) is None and R.start_step(cfg, none) == 0
     s = R.train_settings(cfg, none)
     assert "curriculum_steps" not in s and s["export_steps"] == [10, 20, 25, 30, 40, 50]
+
+
+def test_a_run_is_built_and_parsed_in_one_place():
+    """``Run`` spells a run's folder and reads it back, the Base pseudo-run included; the rules
+    (wildcards), the grading and probe scripts (their records' keys) and the tables go through it."""
+    from types import SimpleNamespace
+
+    run = R.Run("s", "m", "majority_vote", "static_confidence", 1)
+    assert run.setting == "majority_vote-static_confidence" and run.path == "s/m/majority_vote-static_confidence/seed1"
+    wildcards = SimpleNamespace(study="s", model="m", setting=run.setting, seed="1", step="5")
+    assert R.Run.from_wildcards(wildcards) == run == R.Run.of(*run.path.replace("/seed", "/").split("/"))
+    assert list(run.identity().items()) == [("study", "s"), ("model", "m"), ("reward", "majority_vote"),
+                                            ("curriculum", "static_confidence"), ("seed", 1)]
+    base = R.Run.of(R.BASE, "m", R.BASE, "0")
+    assert (base.reward, base.curriculum, base.setting, base.path) == (R.BASE, R.BASE, R.BASE, "base/m/base/seed0")
+    assert R.split_setting("oracle-none") == ("oracle", "none") and R.setting_of(*R.split_setting(R.BASE)) == R.BASE
+    cfg = config()  # every evaluation's setting is a run's or Base's, and reads back to its parts
+    for study, model, setting, seed, *_ in R.evaluations(cfg):
+        assert R.Run.of(study, model, setting, seed).setting == setting
+        assert R.checkpoint_owner(cfg, R.Run.of(study, model, setting, seed), 10).study == study

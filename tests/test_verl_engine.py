@@ -28,6 +28,7 @@ from verl.trainer.ppo.core_algos import AdvantageEstimator
 from verl.trainer.ppo.reward import extract_reward
 from verl.utils import tensordict_utils as tu
 
+from vicurl import methods
 from vicurl import runs as runs_lib
 from vicurl.algos.grpo import grpo_loss, loss_config
 from vicurl.engines import local as local_engine
@@ -193,8 +194,8 @@ def make_trainer(settings, tr, old_lp_rows, ent_rows, tmp_path, ppo_mini=B, ppo_
     return t
 
 
-SUPPORTED = [c for c in DEMO["curricula"] if c in hook_lib.SUPPORTED_CURRICULA]
-CASES = [(r, c, {}) for r in ("oracle", "majority_vote", "entropy", "semantic") for c in SUPPORTED]
+SUPPORTED = [c for c in DEMO["curricula"] if c in methods.supported_by("verl")]
+CASES = [(r, c, {}) for r in methods.REWARDS for c in SUPPORTED]
 # a run continuing another (the mechanism study): the schedule spans the source's 2 steps, beta = 1 from step 2
 CASES.append(("entropy", "vicurl", {"total_steps": 8, "curriculum_steps": 2}))
 

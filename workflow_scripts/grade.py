@@ -7,7 +7,7 @@ from vicurl.data import schema
 from vicurl.evaluation.checkpoint import grade_run
 from vicurl.evaluation.records import dropped_problems, read_meta, read_records
 from vicurl.io import atomic_path, write_json
-from vicurl.runs import BASE
+from vicurl.runs import Run
 from vicurl.workflow import setup
 
 log = setup(snakemake)
@@ -35,9 +35,8 @@ def dropped():
 
 
 problems = {b: schema.read(path) for b, path in zip(p.benchmarks, snakemake.input.problems)}
-reward, curriculum = (BASE, BASE) if w.setting == BASE else w.setting.split("-", 1)
-identity = dict(study=w.study, model=w.model, reward=reward, curriculum=curriculum, seed=int(w.seed))
-verdicts, scores = grade_run(checkpoints(), problems, ks=p.ks, identity=identity, dropped=dropped())
+verdicts, scores = grade_run(checkpoints(), problems, ks=p.ks, identity=Run.from_wildcards(w).identity(),
+                             dropped=dropped())
 with atomic_path(snakemake.output.graded) as tmp:
     verdicts.to_parquet(tmp, index=False)
 write_json(snakemake.output.scores, scores)

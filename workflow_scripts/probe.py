@@ -2,6 +2,7 @@
 import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 from vicurl.data import schema
 from vicurl.io import write_json
+from vicurl.runs import Run
 from vicurl.workflow import setup
 
 log = setup(snakemake)
@@ -14,7 +15,6 @@ probe = ProbeConfig(**{k: p[k] for k in ("n_prompts", "rollouts", "method", "ske
 result = run_probe(TrainSettings.from_dict(dict(snakemake.params.settings)), snakemake.params.checkpoint_dir,
                    snakemake.params.base_dir, schema.read(snakemake.input.train_set), step=int(w.step), probe=probe,
                    device=snakemake.params.device)
-reward, curriculum = w.setting.split("-", 1)
-result.update(study=w.study, model=w.model, reward=reward, curriculum=curriculum, seed=int(w.seed))
+result.update(Run.from_wildcards(w).identity())
 write_json(snakemake.output[0], result)
 log.info("%s", result)

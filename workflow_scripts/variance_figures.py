@@ -13,6 +13,7 @@ import json
 import pandas as pd
 
 from vicurl.report.variance import variance_absolute, variance_ratio
+from vicurl.runs import setting_of
 from vicurl.workflow import setup
 
 log = setup(snakemake)
@@ -22,7 +23,7 @@ probes = pd.DataFrame([json.loads(open(f).read()) for f in paths]).sort_values([
 sel = probes[(probes["study"] == p.study) & (probes["reward"] == p.reward) & (probes["curriculum"] == p.curriculum)
              & probes["model"].isin(p.models)]
 if sel.empty:
-    raise ValueError(f"{paths}: no probes of study {p.study!r}, {p.reward}-{p.curriculum}, models {list(p.models)}")
+    raise ValueError(f"{paths}: no probes of study {p.study!r}, {setting_of(p.reward, p.curriculum)}, models {list(p.models)}")
 variance_ratio(sel, [o.ratio_png, o.ratio_pdf], models=list(p.models), titles=dict(p.titles))
 variance_absolute(sel, [o.absolute_png, o.absolute_pdf], models=list(p.models), titles=dict(p.titles))
 log.info("variance figures from %d probe rows", len(sel))

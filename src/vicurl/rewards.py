@@ -9,9 +9,10 @@ majority_vote   [TTRL]   1 if the answer is in the most frequent equivalence cla
 entropy         [RENT]   minus the mean token entropy of the response under pi_old
 semantic        [EMPO]   the share of the group in the answer's equivalence class
 
-Answers are extracted and compared by the grader of the problem's answer type
-(``vicurl.grading.graders``), so voting and clustering use the same equivalence as evaluation
-(math-verify in worker processes, cached). ``group_rewards`` is what an engine calls for a whole
+The catalog `vicurl.methods.REWARDS` names each source's function and what the engines ask of
+it (bounded rewards, which comparisons it makes). Answers are extracted and compared by the
+grader of the problem's answer type (``vicurl.grading.graders``), so voting and clustering use
+the same equivalence as evaluation (math-verify in worker processes, cached). ``group_rewards`` is what an engine calls for a whole
 batch: it first sends every comparison the batch needs to the worker pool at once, so the
 per-group functions only hit the cache.
 """
@@ -26,6 +27,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from vicurl import methods
 from vicurl.grading.equiv import distinct
 from vicurl.grading.extract import extract_boxed
 from vicurl.grading.graders import ANSWER_TYPES, answer_type
@@ -87,10 +89,11 @@ def clusters(answers: Sequence[str | None], answer_type_name: str, problem: dict
 
 def _needed_pairs(name: str, group: Group) -> list[tuple[str, str]]:
     """The (answer, reference) comparisons a source will ask for (to batch them up front)."""
-    if name == "oracle":
+    compares = methods.reward(name).compares
+    if compares == "gold":
         gold = answer_type(group.answer_type).gold(group.problem)
         return [(a, gold) for a in group.answers() if a is not None]
-    if name in ("majority_vote", "semantic"):
+    if compares == "answers":
         voters = list(group.vote_texts) if group.vote_texts is not None else []
         uniq = distinct(group.answers(voters + list(group.texts)))
         return [(uniq[j], uniq[i]) for j in range(len(uniq)) for i in range(j)]
@@ -183,19 +186,14 @@ def semantic(group: Group, entropy_threshold: float | None = 1.0) -> GroupReward
     return GroupReward(rewards, keep=keep, info={"semantic_entropy": se, "n_classes": len(sizes)})
 
 
-REWARDS: dict[str, Callable[..., GroupReward]] = {
-    "oracle": oracle,
-    "majority_vote": majority_vote,
-    "entropy": entropy,
-    "semantic": semantic,
-}
+def source(name: str) -> Callable[..., GroupReward]:
+    """The reward source ``name`` of the catalog (`vicurl.methods.REWARDS`)."""
+    return methods.load(methods.reward(name).implementation)
 
 
 def check_params(name: str, params: dict[str, Any]) -> None:
     """Unknown reward or parameter: an error naming it (before a run starts)."""
-    if name not in REWARDS:
-        raise ValueError(f"unknown reward {name!r}; known: {sorted(REWARDS)}")
-    allowed = set(inspect.signature(REWARDS[name]).parameters) - {"group"}
+    allowed = set(inspect.signature(source(name)).parameters) - {"group"}
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise ValueError(f"reward {name!r}: unknown parameter(s) {unknown}; allowed: {sorted(allowed)}")
@@ -253,7 +251,7 @@ def group_rewards(
         for j in range(b)
     ]
     _prefetch(name, groups)
-    fn = REWARDS[name]
+    fn = source(name)
     results = [fn(grp, **params) for grp in groups]
     rewards = torch.tensor([r for res in results for r in res.rewards], dtype=torch.float32)
     keep = torch.tensor([res.keep for res in results], dtype=torch.bool)

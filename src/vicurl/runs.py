@@ -1,8 +1,9 @@
 """The run table: the config's studies expanded into one row per training run.
 
 A run is (study, model, reward, curriculum, seed); its folder spells the parts out:
-``runs/{study}/{model}/{reward}-{curriculum}/seed{seed}/``. The Base (No RL) rows are
-evaluation-only pseudo-runs with study ``base`` and setting ``base``.
+``runs/{study}/{model}/{reward}-{curriculum}/seed{seed}/`` (``Run``: the one place that builds
+and parses it). The Base (No RL) rows are evaluation-only pseudo-runs with study ``base`` and
+setting ``base``.
 
 A study that ``continues`` another trains on from where that study's runs end: its run of
 (model, setting, seed) starts from the source run's final training state (weights, optimizer,
@@ -19,15 +20,33 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from vicurl import methods
 from vicurl.data import sources
 
 BASE = "base"
-# curricula whose selection depends only on the batch, so a probe can replay it (vicurl.probes.probe)
-PROBEABLE = ("none", "vicurl", "reverse_confidence", "random", "length_first", "static_confidence", "soft_confidence")
+# a run's folder below runs/, eval/, probes/, ...: ``Run.path``, and the rules' wildcard pattern
+PATH = "{study}/{model}/{setting}/seed{seed}"
+
+
+def setting_of(reward: str, curriculum: str) -> str:
+    """A run folder's setting, ``{reward}-{curriculum}``; the Base pseudo-run's is ``base``."""
+    return BASE if reward == curriculum == BASE else f"{reward}-{curriculum}"
+
+
+def split_setting(setting: str) -> tuple[str, str]:
+    """(reward, curriculum) of a setting (split at its first dash: reward names have none);
+    ``base`` is (base, base)."""
+    if setting == BASE:
+        return BASE, BASE
+    reward, curriculum = setting.split("-", 1)
+    return reward, curriculum
 
 
 @dataclass(frozen=True)
 class Run:
+    """A run's identity, the one place its folder's parts are built and parsed. The Base (No RL)
+    evaluations are pseudo-runs: study, reward and curriculum ``base``."""
+
     study: str
     model: str
     reward: str
@@ -36,17 +55,25 @@ class Run:
 
     @classmethod
     def of(cls, study: str, model: str, setting: str, seed: int | str) -> "Run":
-        """The run of a folder's parts (``{reward}-{curriculum}`` split at its first dash)."""
-        reward, curriculum = setting.split("-", 1)
-        return cls(study, model, reward, curriculum, int(seed))
+        """The run of a folder's parts."""
+        return cls(study, model, *split_setting(setting), int(seed))
+
+    @classmethod
+    def from_wildcards(cls, wildcards: Any) -> "Run":
+        """The run of a rule's wildcards ``study``, ``model``, ``setting``, ``seed``."""
+        return cls.of(wildcards.study, wildcards.model, wildcards.setting, wildcards.seed)
 
     @property
     def setting(self) -> str:
-        return f"{self.reward}-{self.curriculum}"
+        return setting_of(self.reward, self.curriculum)
 
     @property
     def path(self) -> str:
-        return f"{self.study}/{self.model}/{self.setting}/seed{self.seed}"
+        return PATH.format(study=self.study, model=self.model, setting=self.setting, seed=self.seed)
+
+    def identity(self) -> dict[str, Any]:
+        """The keys a run's records carry (scores, probes)."""
+        return dict(study=self.study, model=self.model, reward=self.reward, curriculum=self.curriculum, seed=self.seed)
 
 
 def runs(config: dict[str, Any], study: str | None = None) -> list[Run]:
@@ -65,55 +92,89 @@ def runs(config: dict[str, Any], study: str | None = None) -> list[Run]:
 def check(config: dict[str, Any]) -> None:
     """Cross-references the JSON schema cannot express; errors name the config key."""
     for name, s in config["studies"].items():
-        where = f"studies.{name}"
-        for key in [s["train_set"], *s["benchmarks"]]:
-            if key not in config["datasets"]:
-                raise ValueError(f"{where}: dataset {key!r} is not defined under `datasets`")
-        for model in s["models"]:
-            if model not in config["models"]:
-                raise ValueError(f"{where}.models: model {model!r} is not defined under `models`")
-        for reward, curricula in s["settings"].items():
-            if reward not in config["rewards"]:
-                raise ValueError(f"{where}.settings: reward {reward!r} is not defined under `rewards`")
-            for c in curricula:
-                if c not in config["curricula"]:
-                    raise ValueError(f"{where}.settings.{reward}: curriculum {c!r} is not defined under `curricula`")
-        train = {**config.get("train", {}), **s.get("train", {})}
-        if "total_steps" not in train:
-            raise ValueError(f"{where}: train.total_steps is not set (top-level `train` or the study's `train`)")
-        mini = train.get("mini_batch_size")
-        if mini is not None and int(train.get("batch_size", 128)) % int(mini):
-            raise ValueError(f"{where}: train.mini_batch_size={mini} does not divide train.batch_size="
-                             f"{train.get('batch_size', 128)} (both engines take equal mini-batches of the batch)")
-        n_votes = config["rewards"].get("majority_vote", {}).get("n_votes")
-        if "majority_vote" in s["settings"] and n_votes is not None and n_votes < train.get("group_size", 8):
-            raise ValueError(f"rewards.majority_vote.n_votes={n_votes} is below the group size "
-                             f"{train.get('group_size', 8)} of study {name!r} (votes must include the trained rollouts)")
-        steps_ok = range(1, int(train["total_steps"]) + 1)
-        for step in s.get("eval_steps", []) or []:
-            if int(step) not in steps_ok:
-                raise ValueError(f"{where}.eval_steps: step {step} is outside the study's 1..{train['total_steps']} training steps")
+        _check_references(config, name, s)
+        _check_training(config, name, s)
     for name in config["studies"]:
         _check_continuation(config, name)
-    for study in [None, *config["studies"]]:  # Pass@k needs k samples per problem
+    _check_eval(config)
+    _check_engine(config)
+    _check_probes(config)
+    _check_models(config)
+    _check_datasets(config)
+
+
+def _check_references(config: dict[str, Any], name: str, s: dict[str, Any]) -> None:
+    """A study's datasets, models, rewards and curricula are defined in their sections."""
+    where = f"studies.{name}"
+    for key in [s["train_set"], *s["benchmarks"]]:
+        if key not in config["datasets"]:
+            raise ValueError(f"{where}: dataset {key!r} is not defined under `datasets`")
+    for model in s["models"]:
+        if model not in config["models"]:
+            raise ValueError(f"{where}.models: model {model!r} is not defined under `models`")
+    for reward, curricula in s["settings"].items():
+        if reward not in config["rewards"]:
+            raise ValueError(f"{where}.settings: reward {reward!r} is not defined under `rewards`")
+        for c in curricula:
+            if c not in config["curricula"]:
+                raise ValueError(f"{where}.settings.{reward}: curriculum {c!r} is not defined under `curricula`")
+
+
+def _check_training(config: dict[str, Any], name: str, s: dict[str, Any]) -> None:
+    """A study's training settings fit together: steps, mini-batches, votes, evaluated steps."""
+    where = f"studies.{name}"
+    train = {**config.get("train", {}), **s.get("train", {})}
+    if "total_steps" not in train:
+        raise ValueError(f"{where}: train.total_steps is not set (top-level `train` or the study's `train`)")
+    mini = train.get("mini_batch_size")
+    if mini is not None and int(train.get("batch_size", 128)) % int(mini):
+        raise ValueError(f"{where}: train.mini_batch_size={mini} does not divide train.batch_size="
+                         f"{train.get('batch_size', 128)} (both engines take equal mini-batches of the batch)")
+    n_votes = config["rewards"].get("majority_vote", {}).get("n_votes")
+    if "majority_vote" in s["settings"] and n_votes is not None and n_votes < train.get("group_size", 8):
+        raise ValueError(f"rewards.majority_vote.n_votes={n_votes} is below the group size "
+                         f"{train.get('group_size', 8)} of study {name!r} (votes must include the trained rollouts)")
+    steps_ok = range(1, int(train["total_steps"]) + 1)
+    for step in s.get("eval_steps", []) or []:
+        if int(step) not in steps_ok:
+            raise ValueError(f"{where}.eval_steps: step {step} is outside the study's 1..{train['total_steps']} training steps")
+
+
+def _check_eval(config: dict[str, Any]) -> None:
+    """Pass@k needs k samples per problem, in `eval` and in every study's."""
+    for study in [None, *config["studies"]]:
         ev = config.get("eval", {}) if study is None else eval_settings(config, study)
         n, ks = ev.get("n_samples", 16), ev.get("ks", [1, 8])
         if ks and max(ks) > n:
             key = "eval.n_samples" if study is None or "n_samples" not in (config["studies"][study].get("eval") or {}) \
                 else f"studies.{study}.eval.n_samples"
             raise ValueError(f"eval.ks: Pass@{max(ks)} needs at least {max(ks)} samples per problem, {key} is {n}")
-    if config.get("engine", "local") == "verl":
-        from vicurl.engines.verl.support import refusal  # plain Python: no verl or torch import here
 
-        seen = set()
-        for run in runs(config):
-            if (run.study, run.model, run.reward, run.curriculum) in seen:
-                continue
-            seen.add((run.study, run.model, run.reward, run.curriculum))
+
+def _check_engine(config: dict[str, Any]) -> None:
+    """Every run's curriculum runs on the configured engine (the catalog's ``engines``), and the
+    verl engine can run its settings exactly (`vicurl.engines.verl.support`)."""
+    engine = config.get("engine", "local")
+    seen = set()
+    for run in runs(config):
+        if (run.study, run.model, run.reward, run.curriculum) in seen:
+            continue
+        seen.add((run.study, run.model, run.reward, run.curriculum))
+        if engine not in methods.curriculum(run.curriculum).engines:
+            raise ValueError(f"studies.{run.study}.settings.{run.reward}: {run.curriculum!r} cannot run on "
+                             f"engine: {engine} (it runs on {list(methods.curriculum(run.curriculum).engines)})")
+        if engine == "verl":
+            from vicurl.engines.verl.support import refusal  # plain Python: no verl or torch import here
+
             why = refusal(train_settings(config, run))
             if why is not None:
                 raise ValueError(f"studies.{run.study}.settings.{run.reward}: {run.curriculum!r} cannot run on "
                                  f"engine: verl: {why}")
+
+
+def _check_probes(config: dict[str, Any]) -> None:
+    """`probes` names defined studies (not continuing ones), models and rewards, and curricula a
+    probe can replay (the catalog's ``stateless``)."""
     probes = config.get("probes", {}) or {}
     for study in probes.get("studies", []):
         if study not in config["studies"]:
@@ -126,13 +187,21 @@ def check(config: dict[str, Any]) -> None:
             if v not in config[defined]:
                 raise ValueError(f"probes.{key}: {v!r} is not defined under `{defined}`")
     for c in probes.get("curricula", []):
-        if c not in PROBEABLE:
-            raise ValueError(f"probes.curricula: {c!r} keeps state across steps; probe one of {list(PROBEABLE)}")
+        if c not in methods.probeable():
+            raise ValueError(f"probes.curricula: {c!r} keeps state across steps; probe one of {methods.probeable()}")
+
+
+def _check_models(config: dict[str, Any]) -> None:
+    """A built model's warm-up split is a split of `synthetic`."""
     for name, m in config["models"].items():
         if "build" in m:
             split = m["build"]["sft_split"]
             if split not in config.get("synthetic", {}).get("splits", {}):
                 raise ValueError(f"models.{name}.build.sft_split: {split!r} is not a split under `synthetic.splits`")
+
+
+def _check_datasets(config: dict[str, Any]) -> None:
+    """A synthetic dataset is a split of `synthetic` with no other settings; a real one resolves."""
     for name, d in config["datasets"].items():
         if d["source"] == "synthetic":
             if name not in config.get("synthetic", {}).get("splits", {}):
@@ -217,17 +286,10 @@ def _check_continuation(config: dict[str, Any], name: str) -> None:
 
 
 def needs_prompt_stats(config: dict[str, Any], run: Run) -> bool:
-    """Whether the run's curriculum reads the offline per-prompt statistics (rule prompt_stats).
-
-    Mirrors ``Curriculum.needs_stats`` without importing torch at DAG-parse time (a test keeps
-    the two in agreement).
-    """
+    """Whether the run's curriculum reads the offline per-prompt statistics (rule prompt_stats),
+    as the catalog says for its configured parameters (`vicurl.methods`)."""
     params = config.get("curricula", {}).get(run.curriculum, {}) or {}
-    if run.curriculum == "sent":
-        return True
-    if run.curriculum == "adarft":
-        return params.get("difficulty_from", "offline") == "offline"
-    return False
+    return bool(methods.curriculum(run.curriculum).stats(params))
 
 
 def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
@@ -377,7 +439,7 @@ def table_evaluations(config: dict[str, Any], table: dict[str, Any]) -> list[tup
     wanted: dict[tuple[str, str, str], tuple[Any, Any]] = {}  # (study, model, setting) -> (steps, seeds)
     for block in table.get("blocks") or [{"rows": table.get("rows") or []}]:
         for row in block["rows"]:
-            key = (row["study"], row["model"], f"{row['reward']}-{row['curriculum']}")
+            key = (row["study"], row["model"], setting_of(row["reward"], row["curriculum"]))
             if row["study"] == BASE:
                 key = (BASE, row["model"], BASE)
             steps = {0} if row["study"] == BASE else (None if row.get("step") is None else {int(row["step"])})

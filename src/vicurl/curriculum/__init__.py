@@ -1,5 +1,8 @@
 """Prompt-selection curricula (VI-CuRL and the paper's baselines): one interface, both engines.
 
+The catalog `vicurl.methods` names each curriculum, its class and capabilities; this table says
+what each keeps.
+
 ==================  ===========================================================  ===========
 name                what it keeps                                                module
 ==================  ===========================================================  ===========
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vicurl import methods
 from vicurl.curriculum.adarft import AdaRFT
 from vicurl.curriculum.base import Batch, Curriculum, Selection, selection_metrics
 from vicurl.curriculum.schedules import linear_beta, schedule_beta
@@ -36,24 +40,18 @@ from vicurl.curriculum.share import (
 from vicurl.curriculum.threshold import kept_count, quantile_threshold
 from vicurl.curriculum.vcrl import VCRL, normalized_variance
 
-CURRICULA: dict[str, type[Curriculum]] = {
-    c.name: c
-    for c in (NoCurriculum, VICuRL, ReverseConfidence, RandomShare, LengthFirst, StaticConfidence,
-              SoftConfidence, VCRL, AdaRFT, SENT)
-}
-
 
 def make_curriculum(name: str, params: dict[str, Any] | None = None) -> Curriculum:
-    if name not in CURRICULA:
-        raise ValueError(f"unknown curriculum {name!r}; known: {sorted(CURRICULA)}")
+    """The curriculum ``name`` of the catalog (`vicurl.methods`), built with its config parameters."""
+    cls = methods.load(methods.curriculum(name).implementation)
     try:
-        return CURRICULA[name](**(params or {}))
+        return cls(**(params or {}))
     except TypeError as e:  # an unknown parameter: name it with the config key
         raise ValueError(f"curricula.{name}: {e}") from e
 
 
 __all__ = [
-    "Batch", "Curriculum", "Selection", "CURRICULA", "make_curriculum", "selection_metrics",
+    "Batch", "Curriculum", "Selection", "make_curriculum", "selection_metrics",
     "linear_beta", "schedule_beta", "quantile_threshold", "kept_count", "normalized_variance",
     "NoCurriculum", "VICuRL", "ReverseConfidence", "RandomShare", "LengthFirst", "StaticConfidence",
     "SoftConfidence", "VCRL", "AdaRFT", "SENT",

@@ -41,8 +41,6 @@ def nearest(difficulty: np.ndarray, target: float, n: int, rng: np.random.Genera
 
 
 class AdaRFT(Curriculum):
-    name = "adarft"
-
     def __init__(self, target_start: float = 0.0, eta: float = 50.0, alpha: float = 2.0, target_reward: float = 0.5,
                  difficulty_from: str = "offline"):
         super().__init__(target_start=target_start, eta=eta, alpha=alpha, target_reward=target_reward,
@@ -55,10 +53,6 @@ class AdaRFT(Curriculum):
         self.eta, self.alpha, self.target_reward = eta, alpha, target_reward
         self.target = float(target_start)
         self.difficulty = np.zeros(0)
-
-    @property
-    def needs_stats(self) -> tuple[str, ...]:  # type: ignore[override]
-        return ("difficulty",) if self.difficulty_from == "offline" else ()
 
     def setup(self, prompts: pd.DataFrame, *, batch_size: int, total_steps: int, seed: int = 0,
               stats: pd.DataFrame | None = None) -> None:

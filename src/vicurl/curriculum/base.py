@@ -27,6 +27,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from vicurl import methods
+
 
 @dataclass
 class Batch:
@@ -104,12 +106,19 @@ def selection_metrics(batch: Batch, mask: torch.Tensor, beta: float, tau: float)
 class Curriculum:
     """Base class: keeps every proposed prompt with weight 1 (plain GRPO)."""
 
-    name = "base"
-    #: per-prompt statistics the curriculum needs from the offline rule (columns of its table)
-    needs_stats: tuple[str, ...] = ()
-
     def __init__(self, **params: Any):
         self.params = params
+
+    @property
+    def name(self) -> str:
+        """The catalog's name of this class (`vicurl.methods.CURRICULA`)."""
+        return methods.curriculum_name(type(self))
+
+    @property
+    def needs_stats(self) -> tuple[str, ...]:
+        """The per-prompt statistics it reads from the offline rule (columns of its table), as the
+        catalog says for its parameters."""
+        return methods.curriculum(self.name).stats(self.params)
 
     def setup(self, prompts: pd.DataFrame, *, batch_size: int, total_steps: int, seed: int = 0,
               stats: pd.DataFrame | None = None) -> None:

@@ -19,9 +19,6 @@ from vicurl.curriculum.base import Curriculum
 
 
 class SENT(Curriculum):
-    name = "sent"
-    needs_stats = ("semantic_entropy",)
-
     def __init__(self, stages: int = 2):
         super().__init__(stages=stages)
         if stages < 1:

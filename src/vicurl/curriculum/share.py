@@ -28,8 +28,6 @@ WEIGHT_BY = ("empirical", "scheduled")  # a kept prompt's weight: 1/beta-hat_t (
 class NoCurriculum(Curriculum):
     """Plain GRPO: every prompt, weight 1."""
 
-    name = "none"
-
 
 class ShareCurriculum(Curriculum):
     """Keep the top-beta_t share of ``scores(batch)``; weight w_j / beta_t.
@@ -78,16 +76,12 @@ class ShareCurriculum(Curriculum):
 class VICuRL(ShareCurriculum):
     """The paper: the most confident beta_t share, c(x) = 1 - normalized mean token entropy."""
 
-    name = "vicurl"
-
     def scores(self, batch: Batch) -> torch.Tensor:
         return batch.confidence
 
 
 class StaticConfidence(VICuRL):
     """Ablation: the most confident 20 % at every step (no annealing)."""
-
-    name = "static_confidence"
 
     def __init__(self, beta_start: float = 0.2, beta_end: float = 1.0, fraction: float = 1.0, schedule: str = "constant",
                  weight_by: str = "empirical"):
@@ -97,7 +91,6 @@ class StaticConfidence(VICuRL):
 class ReverseConfidence(ShareCurriculum):
     """Ablation: the least confident beta_t share (the threshold applied to -c)."""
 
-    name = "reverse_confidence"
     tau_sign = -1.0  # keeps c <= tau
 
     def scores(self, batch: Batch) -> torch.Tensor:
@@ -107,7 +100,6 @@ class ReverseConfidence(ShareCurriculum):
 class LengthFirst(ShareCurriculum):
     """Ablation: the beta_t share with the shortest mean response length."""
 
-    name = "length_first"
     tau_sign = -1.0  # keeps mean length <= tau (tokens)
 
     def scores(self, batch: Batch) -> torch.Tensor:
@@ -116,8 +108,6 @@ class LengthFirst(ShareCurriculum):
 
 class RandomShare(ShareCurriculum):
     """Ablation: a uniformly random beta_t share, as many prompts as VI-CuRL keeps without ties."""
-
-    name = "random"
 
     def select(self, batch: Batch) -> Selection:
         beta = self.beta(batch.step, batch.total_steps)
@@ -137,8 +127,6 @@ class SoftConfidence(Curriculum):
 
     (c in [0, 1]; a batch whose confidences are all 0 is weighted uniformly).
     """
-
-    name = "soft_confidence"
 
     def __init__(self):  # no parameters: no schedule, no threshold
         super().__init__()

@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from vicurl import methods
 from vicurl import rewards as reward_sources
 from vicurl.algos.confidence import mean_token_entropy, prompt_confidence
 from vicurl.algos.grpo import group_advantages
@@ -96,9 +97,9 @@ def score(
 
 
 def reward_bounded(reward: str) -> bool:
-    """Whether a reward source's rewards lie in [0, 1] (RENT's negative entropy does not; VCRL and
-    AdaRFT then map them as its paper says)."""
-    return reward != "entropy"
+    """Whether a reward source's rewards lie in [0, 1] (the catalog's ``bounded``: RENT's negative
+    entropy does not; VCRL and AdaRFT then map them as its paper says)."""
+    return methods.reward(reward).bounded
 
 
 def curriculum_steps(total_steps: int, curriculum_steps: int | None = None) -> int:

@@ -36,8 +36,8 @@ from vicurl.algos.grpo import grpo_loss, loss_config
 from vicurl.curriculum import Selection, make_curriculum
 from vicurl.engines.rollout import RolloutScorer, ScoredRollouts, load_models, sequence_logprobs, training_rows
 from vicurl.engines.step import seed_for
+from vicurl.methods import probeable
 from vicurl.probes import variance
-from vicurl.runs import PROBEABLE
 from vicurl.settings import TrainSettings
 
 METHODS = ("exact", "streaming", "sketch")
@@ -110,9 +110,9 @@ def run_probe(
 def check(train_cfg: TrainSettings, probe: ProbeConfig) -> None:
     if probe.method not in METHODS:
         raise ValueError(f"probes.method must be one of {METHODS}, got {probe.method!r}")
-    if train_cfg.curriculum not in PROBEABLE:
+    if train_cfg.curriculum not in probeable():
         raise ValueError(f"probes: curriculum {train_cfg.curriculum!r} keeps state across steps; "
-                         f"probe runs of {list(PROBEABLE)}")
+                         f"probe runs of {probeable()}")
 
 
 def load_scorer(settings: TrainSettings, checkpoint_dir: str | Path, base_dir: str | Path, train_df: pd.DataFrame,

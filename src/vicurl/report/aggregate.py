@@ -32,6 +32,8 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from vicurl.runs import setting_of
+
 ID_KEYS = ("study", "model", "reward", "curriculum", "seed", "step", "benchmark")
 GROUP_KEYS = ("study", "model", "reward", "curriculum", "step", "benchmark")
 AVERAGE = "average"
@@ -83,7 +85,7 @@ def read_scores(paths: Iterable[str], keep: Iterable[Sequence] | None = None) ->
             lacking = [k for k in ID_KEYS if k not in r]
             if lacking:
                 raise ValueError(f"{path}: a score record lacks identifying key(s) {lacking}: {r}")
-            setting = r["reward"] if r["reward"] == r["curriculum"] == "base" else f"{r['reward']}-{r['curriculum']}"
+            setting = setting_of(r["reward"], r["curriculum"])
             if wanted is None or (r["study"], r["model"], setting, int(r["seed"]), int(r["step"]), r["benchmark"]) in wanted:
                 out.append(r)
     return out

@@ -94,7 +94,7 @@ def _scores_to_plot(df: pd.DataFrame, band, metrics: list[str], curricula, rewar
 
 def _row_label(reward: str, metric: str) -> str:
     """The paper's row names: "Oracle P@1 (%)", "MajVote P@8 (%)", ..."""
-    return f"{L.REWARD_NAMES.get(reward, reward)} {metric.replace('pass@', 'P@')} (%)"
+    return f"{L.reward_label(reward)} {metric.replace('pass@', 'P@')} (%)"
 
 
 def _draw_panel(ax, g: pd.DataFrame, metric: str, order: list[str], palette: dict, band) -> None:

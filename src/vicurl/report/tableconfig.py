@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from vicurl import methods
 from vicurl import runs as runs_lib
 from vicurl.report import labels as L
 from vicurl.report.aggregate import AVERAGE_STD
@@ -237,7 +238,7 @@ def _main_blocks(c: _Ctx, t: dict, study: dict | None, models: list[str]) -> lis
     if spec is None:
         if study is None:
             c.fail("blocks", "not given, and no defined `study` to take them from")
-        spec = [{"title": L.REWARD_TITLES.get(r, r), "rows": [{"reward": r, "curriculum": cur} for cur in curs]}
+        spec = [{"title": L.reward_title(r), "rows": [{"reward": r, "curriculum": cur} for cur in curs]}
                 for r, curs in study["settings"].items()]
     groups = len(models) > 1  # the paper prints a model header only when a table has several models
     blocks = []
@@ -257,10 +258,10 @@ def _main_blocks(c: _Ctx, t: dict, study: dict | None, models: list[str]) -> lis
 
 def _row(c: _Ctx, key: str, r: dict, model: str, t: dict, typ: str) -> dict:
     reward, cur = r["reward"], r["curriculum"]
-    if reward not in c.config.get("rewards", {}) and reward not in L.KNOWN_REWARDS:
-        c.fail(f"{key}.reward", f"unknown reward {reward!r} (known: {', '.join(L.KNOWN_REWARDS)})")
-    if cur not in c.config.get("curricula", {}) and cur not in L.KNOWN_CURRICULA:
-        c.fail(f"{key}.curriculum", f"unknown curriculum {cur!r} (known: {', '.join(L.KNOWN_CURRICULA)})")
+    if reward not in c.config.get("rewards", {}) and reward not in methods.REWARDS:
+        c.fail(f"{key}.reward", f"unknown reward {reward!r} (known: {', '.join(methods.REWARDS)})")
+    if cur not in c.config.get("curricula", {}) and cur not in methods.CURRICULA:
+        c.fail(f"{key}.curriculum", f"unknown curriculum {cur!r} (known: {', '.join(methods.CURRICULA)})")
     if "max_tokens" in r and typ != "long_output":
         c.fail(f"{key}.max_tokens", "only rows of a long_output table have a response budget")
     study_name = r.get("study", t.get("study"))

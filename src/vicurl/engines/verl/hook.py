@@ -38,9 +38,6 @@ from vicurl.engines.verl import support
 from vicurl.sampling import decode_responses
 from vicurl.settings import TrainSettings
 
-# curricula the verl engine runs (all of them; `support` says how, and what it refuses)
-SUPPORTED_CURRICULA = support.CURRICULA
-
 
 def check_settings(settings: TrainSettings | dict[str, Any]) -> TrainSettings:
     """The settings parsed (a run's ``train_config.json`` dict is), refused where the verl engine

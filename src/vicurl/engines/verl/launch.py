@@ -23,7 +23,8 @@ from typing import Any
 
 from vicurl.engines.verl import export
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
-from vicurl.engines.verl.support import PROPOSING
+from vicurl.methods import proposing
+from vicurl.runs import setting_of
 from vicurl.settings import TrainSettings, VerlSettings
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "data.filter_overlong_prompts": False,  # dataset row i stays training-set row i (the curricula index it)
         # a curriculum that chooses the prompts (AdaRFT, SENT) must see a step's rewards before the next
         # batch is drawn: no worker processes prefetching batches (vicurl.engines.verl.sampler)
-        "data.dataloader_num_workers": 0 if s.curriculum in PROPOSING else 8,
+        "data.dataloader_num_workers": 0 if s.curriculum in proposing() else 8,
         # the policy
         "actor_rollout_ref.model.path": model_path,
         "actor_rollout_ref.model.custom_chat_template": VERBATIM_TEMPLATE,
@@ -138,7 +139,7 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "trainer.val_before_train": False,
         "trainer.logger": ["console", "file"],
         "trainer.project_name": "vicurl",
-        "trainer.experiment_name": f"{s.reward}-{s.curriculum}-seed{s.seed}",
+        "trainer.experiment_name": f"{setting_of(s.reward, s.curriculum)}-seed{s.seed}",
     }
     lines = [f"{k}={_q(val)}" for k, val in out.items()]
     vicurl = {"settings": settings_path, "train_set": train_set, "work_dir": str(work), "vocab_size": int(vocab_size),

@@ -1,7 +1,7 @@
 """What the verl engine runs exactly, and what it refuses (plain Python: the workflow checks a
 config with it at parse time, `vicurl.runs.check`, before any job reaches a cluster).
 
-Every curriculum runs on verl. How the three that do more than weigh a batch do it:
+Every curriculum of the catalog (`vicurl.methods`) runs on verl. How the three that do more than weigh a batch do it:
 
 ``adarft``, ``sent``  choose each step's prompts: a sampler asking the curriculum
                       (`vicurl.engines.verl.sampler`); the dataloader runs in the trainer's
@@ -16,20 +16,16 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from vicurl import methods
 from vicurl.settings import TrainSettings
-
-CURRICULA = ("none", "vicurl", "reverse_confidence", "random", "length_first", "static_confidence",
-             "soft_confidence", "vcrl", "adarft", "sent")
-# curricula that choose each step's prompts (Curriculum.propose): the curriculum-driven sampler
-PROPOSING = ("adarft", "sent")
 
 
 def refusal(settings: TrainSettings | Mapping[str, Any]) -> str | None:
     """Why the verl engine cannot run these training settings exactly (naming the config key), or None."""
     s = TrainSettings.of(settings)
     cur = s.curriculum
-    if cur not in CURRICULA:
-        return f"curriculum {cur!r} is unknown to the verl engine (known: {list(CURRICULA)})"
+    if cur not in methods.supported_by("verl"):
+        return f"curriculum {cur!r} is unknown to the verl engine (known: {methods.supported_by('verl')})"
     n_votes = s.reward_params.get("n_votes")
     if n_votes is not None and int(n_votes) != int(s.group_size):
         return ("rewards.majority_vote.n_votes must be null (vote with the G trained rollouts); TTRL's n_votes > G "
