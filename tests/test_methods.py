@@ -132,7 +132,7 @@ def test_a_curriculum_is_one_module_and_one_catalog_entry(monkeypatch):
     cfg = config()
     R.check(cfg)
     R.check({**cfg, "engine": "verl"})
-    assert support.refusal({"curriculum": "toy"}) is None
+    assert support.refusal({"curriculum": "toy", "total_steps": 1}) is None
     run = R.Run("s", "m", "oracle", "toy", 0)
     assert R.needs_prompt_stats(cfg, run) and R.is_probed(cfg, run)
     assert labels.row_label("oracle", "toy") == labels.curriculum_label("toy") == "Toy Curriculum"
