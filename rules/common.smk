@@ -7,6 +7,7 @@ import vicurl.config as config_lib
 import vicurl.data.sources as sources_lib
 import vicurl.report.tableconfig as tables_lib
 import vicurl.runs as runs_lib
+from vicurl.settings import VerlSettings
 from snakemake.logging import logger
 from snakemake.utils import validate
 
@@ -72,12 +73,12 @@ def train_resources():
     profile adds only the cluster's partition and GPU type): none for the local engine."""
     if not VERL_ENGINE:
         return {}
-    v = config["verl"]
+    v = VerlSettings.from_dict(config["verl"])
 
     def runtime(wildcards, attempt):
         return runs_lib.train_runtime(config, run_of(wildcards), attempt)
 
-    return {"gpu": v["n_gpus_per_node"], "cpus_per_gpu": v["cpus_per_gpu"], "mem_mb": v["mem_mb"], "runtime": runtime}
+    return {"gpu": v.n_gpus_per_node, "cpus_per_gpu": v.cpus_per_gpu, "mem_mb": v.mem_mb, "runtime": runtime}
 
 
 def run_dir(w):

@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 from vicurl import methods
 from vicurl.data import sources
+from vicurl.settings import TrainSettings, VerlSettings
 
 BASE = "base"
 # a run's folder below runs/, eval/, probes/, ...: ``Run.path``, and the rules' wildcard pattern
@@ -126,14 +127,14 @@ def _check_training(config: dict[str, Any], name: str, s: dict[str, Any]) -> Non
     train = {**config.get("train", {}), **s.get("train", {})}
     if "total_steps" not in train:
         raise ValueError(f"{where}: train.total_steps is not set (top-level `train` or the study's `train`)")
-    mini = train.get("mini_batch_size")
-    if mini is not None and int(train.get("batch_size", 128)) % int(mini):
-        raise ValueError(f"{where}: train.mini_batch_size={mini} does not divide train.batch_size="
-                         f"{train.get('batch_size', 128)} (both engines take equal mini-batches of the batch)")
+    t = TrainSettings.from_dict(train)  # the schema allows only its keys; its defaults fill the rest
+    if t.mini_batch_size is not None and t.batch_size % t.mini_batch_size:
+        raise ValueError(f"{where}: train.mini_batch_size={t.mini_batch_size} does not divide train.batch_size="
+                         f"{t.batch_size} (both engines take equal mini-batches of the batch)")
     n_votes = config["rewards"].get("majority_vote", {}).get("n_votes")
-    if "majority_vote" in s["settings"] and n_votes is not None and n_votes < train.get("group_size", 8):
+    if "majority_vote" in s["settings"] and n_votes is not None and n_votes < t.group_size:
         raise ValueError(f"rewards.majority_vote.n_votes={n_votes} is below the group size "
-                         f"{train.get('group_size', 8)} of study {name!r} (votes must include the trained rollouts)")
+                         f"{t.group_size} of study {name!r} (votes must include the trained rollouts)")
     steps_ok = range(1, int(train["total_steps"]) + 1)
     for step in s.get("eval_steps", []) or []:
         if int(step) not in steps_ok:
@@ -334,11 +335,11 @@ def train_runtime(config: dict[str, Any], run: Run, attempt: int = 1) -> int:
     """The train job's runtime (minutes) on the verl engine: ``verl.runtime`` per attempt for a run
     of ``train.total_steps`` steps, scaled by the steps this run trains (a 626-step run twice, a run
     continuing another its own steps only) and by ``verl.runtime_scale`` of its model and study."""
-    v = config["verl"]
+    v = VerlSettings.from_dict(config.get("verl"))
     scale = (total_steps(config, run.study) - start_step(config, run)) / int(config["train"]["total_steps"])
     for name in (run.model, run.study):
-        scale *= v.get("runtime_scale", {}).get(name, 1)
-    return int(math.ceil(v["runtime"] * attempt * scale))
+        scale *= v.runtime_scale.get(name, 1)
+    return int(math.ceil(v.runtime * attempt * scale))
 
 
 def eval_steps(config: dict[str, Any], study: str) -> list[int]:
