@@ -298,7 +298,10 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
             generated[(*owner, step)].append(bench)
         n = sizes[bench] * runs_lib.eval_settings(cfg, study)["n_samples"]
         graded[(study, model, setting, seed)] = graded.get((study, model, setting, seed), 0) + n
-    per_checkpoint = cfg.get("eval", {}).get("per_checkpoint", True)
+    per = cfg.get("eval", {}).get("generate_per", "checkpoint")
+    if per == "run":
+        raise ValueError("eval.generate_per: run serializes a run's checkpoints on one GPU; estimate per checkpoint")
+    per_checkpoint = per == "checkpoint"
     gen_rule = "generate_checkpoint" if per_checkpoint else "generate"
     for (study, model, setting, seed, step), benches in generated.items():
         ev, a = runs_lib.eval_settings(cfg, study), models[model]
@@ -346,7 +349,7 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
 NOTES = {
     "train": "verl, 8 GPUs: vLLM rollouts + 2 fwd (old, ref) + fwd/bwd in bf16 at MFU {mfu_train:.0%}; +{verl_step_overhead_s:.0f} s/step",
     "generate_checkpoint": "vLLM, 1 GPU, a checkpoint's benchmarks: {vllm_tps_1p5b:,.0f} tok/s at 1.5B (x 1.5B/N), >= max_new x {vllm_step_s:.3f} s, +{vllm_start_s:.0f} s start",
-    "generate": "as generate_checkpoint, one benchmark a job (eval.per_checkpoint: false)",
+    "generate": "as generate_checkpoint, one benchmark a job (eval.generate_per: benchmark)",
     "prompt_stats": "as generate (eval.engine vllm): k samples of every training prompt",
     "probe": "HF generate bf16 {hf_tps_1p5b:,.0f} tok/s at 1.5B; FP32 scoring + 4 x 256 fwd/bwd at {util_fp32:.0%} of 19.5 TFLOP/s",
     "grade": "CPU only (no GPU), a run's samples (all its checkpoints) / the measured grading rate",

@@ -111,6 +111,7 @@ def all_runs():
 # A run's evaluations: one folder per evaluated checkpoint (its samples: one file, or one per
 # benchmark), and the verdicts and scores of all of them (one grading job per run).
 RUN_EVAL_DIR = f"{R}/eval/{RUN}"
+GENERATE_PER = config["eval"]["generate_per"]  # how generation jobs are cut (rules/eval.smk)
 EVAL_DIR = f"{RUN_EVAL_DIR}/step{{step}}"
 
 
@@ -119,21 +120,37 @@ def eval_dir(run, step):
 
 
 def checkpoint_benchmarks(w):
-    """The benchmarks one checkpoint is evaluated on (generated with `eval.per_checkpoint`, graded)."""
+    """The benchmarks one checkpoint is evaluated on (generated per checkpoint or run, graded)."""
     return runs_lib.checkpoint_benchmarks(config, w.study, w.model, int(w.seed))
 
 
-def eval_samples(w):
-    """The samples a run's grading job reads, step-major: each evaluated checkpoint's file
-    (`eval.per_checkpoint`), or its files per benchmark. A continued run's checkpoints up to its
-    source's last step are the source run's: their samples are read from there, never regenerated."""
-    names = ["samples"] if config["eval"]["per_checkpoint"] else [f"{b}.samples" for b in checkpoint_benchmarks(w)]
-    paths = []
+def owned_steps(w):
+    """The evaluated steps whose checkpoints are the run's own (a continued run's early ones are its
+    source run's; a Base pseudo-run owns step 0)."""
+    run = run_of(w)
+    return [s for s in runs_lib.evaluated_steps(config, w.study) if runs_lib.checkpoint_owner(config, run, s) == run]
+
+
+def step_sample_files(w):
+    """Per evaluated step of a run, the samples files its grading job reads, as `eval.generate_per`
+    cuts them: the checkpoint's file, its files per benchmark, or the run's file holding every step
+    it owns. A continued run's checkpoints up to its source's last step are the source run's: their
+    samples are read from there, never regenerated."""
+    out = []
     for step in runs_lib.evaluated_steps(config, w.study):
         owner = runs_lib.checkpoint_owner(config, run_of(w), step)  # a Base pseudo-run owns its own
-        folder = eval_dir(owner, step)
-        paths += [f"{folder}/{name}.parquet" for name in names]
-    return paths
+        if GENERATE_PER == "run":
+            out.append([f"{R}/eval/{owner.path}/samples.parquet"])
+        elif GENERATE_PER == "checkpoint":
+            out.append([f"{eval_dir(owner, step)}/samples.parquet"])
+        else:
+            out.append([f"{eval_dir(owner, step)}/{b}.samples.parquet" for b in checkpoint_benchmarks(w)])
+    return out
+
+
+def eval_samples(w):
+    """Every samples file a run's grading job reads, once each (``step_sample_files``)."""
+    return list(dict.fromkeys(path for paths in step_sample_files(w) for path in paths))
 
 
 def score_files(evaluations):
@@ -196,9 +213,13 @@ def eval_model_input(w):
 
 
 def eval_model_dir(w):
+    return eval_model_dir_at(w, w.step)
+
+
+def eval_model_dir_at(w, step):
     if w.setting == runs_lib.BASE:
         return base_model_dir(w.model)
-    return f"{run_dir(w)}/checkpoints/step{w.step}"
+    return f"{run_dir(w)}/checkpoints/step{step}"
 
 
 # Report: the resolved tables (tableconfig.resolve warns about rows without runs) and figure lists.

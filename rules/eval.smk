@@ -1,8 +1,10 @@
-# Evaluation: generate -> grade. Generation is one job per checkpoint that loads the model once
-# for all its benchmarks (`eval.per_checkpoint`, rule generate_checkpoint), or one job per
-# benchmark (rule generate). Grading is one CPU job per run for all its evaluated checkpoints, its
-# own rule so that a grader change regrades without regenerating; it also writes the pass@k
-# scores (cheap). Per run rather than per checkpoint: half as many jobs for Snakemake to plan.
+# Evaluation: generate -> grade. `eval.generate_per` cuts generation into jobs: one per checkpoint
+# that loads the model once for all its benchmarks (rule generate_checkpoint, the default), one
+# per benchmark (rule generate), or one per run for every checkpoint it owns (rule generate_run:
+# the imports paid once a run, for CPU runs of small models). The same samples every way. Grading
+# is one CPU job per run for all its evaluated checkpoints, its own rule so that a grader change
+# regrades without regenerating; it also writes the pass@k scores (cheap). Per run rather than per
+# checkpoint: half as many jobs for Snakemake to plan.
 
 
 rule generate:
@@ -32,7 +34,7 @@ rule generate:
         "../workflow_scripts/generate.py"
 
 
-# `eval.per_checkpoint`: the same job for all the checkpoint's benchmarks at once
+# `eval.generate_per: checkpoint`: the same job for all the checkpoint's benchmarks at once
 use rule generate as generate_checkpoint with:
     input:
         model=eval_model_input,
@@ -48,6 +50,23 @@ use rule generate as generate_checkpoint with:
         f"{R}/timings/eval/{RUN}/step{{step}}/generate.tsv"
 
 
+# `eval.generate_per: run`: the same job for every checkpoint the run owns, one file with a `step` column
+use rule generate as generate_run with:
+    input:
+        model=eval_model_input,
+        problems=lambda w: [dataset_path(b) for b in checkpoint_benchmarks(w)],
+    output:
+        f"{RUN_EVAL_DIR}/samples.parquet",
+    params:
+        benchmarks=checkpoint_benchmarks,
+        on_bad_row=lambda w: on_bad_row(checkpoint_benchmarks(w)),
+        model_dir=lambda w: {step: eval_model_dir_at(w, step) for step in owned_steps(w)},
+    log:
+        f"{R}/logs/eval/{RUN}/generate.log",
+    benchmark:
+        f"{R}/timings/eval/{RUN}/generate.tsv"
+
+
 rule grade:
     input:
         samples=eval_samples,
@@ -61,7 +80,8 @@ rule grade:
         ks=config["eval"]["ks"],
         # bump `grading.version` after a grader change: every run is regraded, nothing regenerated
         grader_version=config["grading"]["version"],
-        per_checkpoint=config["eval"]["per_checkpoint"],
+        step_files=step_sample_files,  # per step: the files holding its samples
+        generate_per=GENERATE_PER,
     log:
         f"{R}/logs/eval/{RUN}/grade.log",
     conda:

@@ -40,7 +40,7 @@ def test_records_shape_and_determinism(tiny_model_dir, tmp_path):
 
 
 def test_one_load_for_several_benchmarks_gives_each_benchmarks_own_samples(tiny_model_dir, tmp_path):
-    """eval.per_checkpoint: a checkpoint's job samples each benchmark as the per-benchmark job does."""
+    """eval.generate_per: checkpoint: a checkpoint's job samples each benchmark as the per-benchmark job does."""
     other = to_frame([make_row(id=f"r{i}", source="t", question=f"What is {i} * 2?", answer=str(2 * i)) for i in range(2)])
     kw = dict(sampling=SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=7), batch_size=4)
     sets = generate_sets(tiny_model_dir, {"a": problems(), "b": other}, **kw)
@@ -56,6 +56,32 @@ def test_one_load_for_several_benchmarks_gives_each_benchmarks_own_samples(tiny_
     write_records(sets["a"], tmp_path / "a.parquet")
     with pytest.raises(ValueError, match="a.parquet: not a checkpoint's records"):
         read_records(tmp_path / "a.parquet", benchmark="a")
+
+
+def test_a_runs_file_holds_each_checkpoints_records_by_step(tmp_path):
+    """eval.generate_per: run: one file with a `step` column in front of a checkpoint's; each
+    (step, benchmark) reads back as written, and the long-prompt counts per step."""
+    from vicurl.evaluation.records import combine_steps, dropped_problems, read_meta
+
+    def records(tag):
+        return pd.DataFrame({"problem_id": ["q0", "q1"], "sample_idx": [0, 0], "text": [f"{tag}0", f"{tag}1"],
+                             "n_tokens": [1, 2], "truncated": [False, True]})
+
+    steps = {5: {"a": records("5a"), "b": records("5b")}, 10: {"a": records("10a"), "b": records("10b")}}
+    report = {"dropped": 2, "dropped_ids": ["x", "y"]}
+    path = tmp_path / "samples.parquet"
+    write_records(combine_steps({step: combine(sets) for step, sets in steps.items()}), path,
+                  meta={"steps": {"5": {"long_prompts": {"a": report}}, "10": {"long_prompts": {}}}})
+    assert list(pd.read_parquet(path).columns) == ["step", "benchmark", *RECORD_COLUMNS]
+    for step, sets in steps.items():
+        for name, df in sets.items():
+            pd.testing.assert_frame_equal(read_records(path, benchmark=name, step=step), df, check_dtype=False)
+    assert dropped_problems(read_meta(path), 5) == {"a": 2} and dropped_problems(read_meta(path), 10) == {}
+    with pytest.raises(ValueError, match="no records of step 15"):
+        read_records(path, benchmark="a", step=15)
+    write_records(combine(steps[5]), tmp_path / "ckpt.parquet")
+    with pytest.raises(ValueError, match="ckpt.parquet: not a run's records"):
+        read_records(tmp_path / "ckpt.parquet", benchmark="a", step=5)
 
 
 # ---------------------------------------------------------------- prompts too long for the model

@@ -67,8 +67,8 @@ def generated_steps(cfg, s):
 
 
 def expected_jobs(cfg, per_checkpoint=True) -> dict[str, int]:
-    """Jobs per rule: one generation job per checkpoint (`eval.per_checkpoint`, the default) or per
-    (checkpoint, benchmark); one grading job per checkpoint either way."""
+    """Jobs per rule: one generation job per checkpoint (`eval.generate_per: checkpoint`, the default)
+    or per (checkpoint, benchmark); one grading job per run either way."""
     S = cfg["studies"]
     base = {(m, seed, b) for st in S.values() for m in st["models"] for seed in st["seeds"] for b in st["benchmarks"]}
     evals = sum(sum(generated_steps(cfg, s)) * len(st["benchmarks"]) for s, st in S.items()) + len(base)
@@ -180,11 +180,11 @@ def test_profile_plans_the_full_study(tmp_path):
 
 @pytest.mark.slow
 def test_per_benchmark_generation_plans_one_job_per_benchmark(tmp_path):
-    """The paper config with `eval.per_checkpoint: false`: one generation job per (checkpoint,
+    """The paper config with `eval.generate_per: benchmark`: one generation job per (checkpoint,
     benchmark), the same gradings."""
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
-    (tmp_path / "per_benchmark.yaml").write_text("eval: {per_checkpoint: false}\n")
+    (tmp_path / "per_benchmark.yaml").write_text("eval: {generate_per: benchmark}\n")
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
            "--replace-workflow-config", "--configfile", str(REPO / "config" / "paper.yaml"), str(tmp_path / "per_benchmark.yaml"),
            "-n", "all", "--quiet", "rules"]

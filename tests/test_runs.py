@@ -43,7 +43,7 @@ def test_study_eval_steps_and_eval_overrides():
 
 
 def test_checkpoint_benchmarks_are_those_evaluations_plans():
-    """A checkpoint's generation job (eval.per_checkpoint) covers exactly the benchmarks that
+    """A checkpoint's generation job (eval.generate_per: checkpoint or run) covers exactly the benchmarks that
     ``evaluations`` plans for it; the Base model's, the union over the studies that train it."""
     cfg = config()
     cfg["datasets"].update(f={"source": "synthetic"}, g={"source": "synthetic"})

@@ -118,7 +118,7 @@ def test_vllm_records_match_the_cpu_schema(fake_vllm, char_model_dir):
 
 
 def test_vllm_several_benchmarks_one_engine_one_call(fake_vllm, char_model_dir):
-    """eval.per_checkpoint: one engine and one batched call; each benchmark's records and request
+    """eval.generate_per: checkpoint: one engine and one batched call; each benchmark's records and request
     seeds are those of a job on that benchmark alone."""
     a = pd.DataFrame({"id": ["a0", "a1"], "question": ["Compute 1 + 1.", "Compute 2 + 1."]})
     b = pd.DataFrame({"id": ["b0"], "question": ["Compute 5 + 1."]})

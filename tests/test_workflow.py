@@ -200,17 +200,20 @@ def test_small_dag_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("per_checkpoint", [False, True])
-def test_killed_generation_leaves_no_output_a_rerun_would_trust(tmp_path, per_checkpoint):
+@pytest.mark.parametrize("generate_per", ["benchmark", "checkpoint", "run"])
+def test_killed_generation_leaves_no_output_a_rerun_would_trust(tmp_path, generate_per):
     import os
     import signal
     import time
 
     smoke = REPO / "tests" / "data" / "smoke.yaml"
     # long enough to be killed mid-way
-    big = write_config(tmp_path, f"eval: {{n_samples: 3000, batch_size: 256, per_checkpoint: {str(per_checkpoint).lower()}}}\n")
-    step = "results/smoke/eval/base/tiny/base/seed0/step0"
-    target, rule = (f"{step}/samples.parquet", "generate_checkpoint") if per_checkpoint else (f"{step}/arith_easy.samples.parquet", "generate")
+    big = write_config(tmp_path, f"eval: {{n_samples: 3000, batch_size: 256, generate_per: {generate_per}}}\n")
+    run = "results/smoke/eval/base/tiny/base/seed0"
+    step = f"{run}/step0"
+    target, rule = {"benchmark": (f"{step}/arith_easy.samples.parquet", "generate"),
+                    "checkpoint": (f"{step}/samples.parquet", "generate_checkpoint"),
+                    "run": (f"{run}/samples.parquet", "generate_run")}[generate_per]
     built = snakemake(tmp_path, "--cores", "1", "results/smoke/models/tiny/base", "results/smoke/data/arith_easy.parquet",
                       "results/smoke/data/arith_hard.parquet", configs=[smoke, big])
     assert built.returncode == 0, built.stderr[-3000:]
@@ -226,29 +229,31 @@ def test_killed_generation_leaves_no_output_a_rerun_would_trust(tmp_path, per_ch
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (tmp_path / target).exists()  # nothing half-written under the output's name
-    assert not list((tmp_path / step).glob("*.parquet"))
+    assert not list((tmp_path / step).glob("*.parquet")) and not list((tmp_path / run).glob("*.parquet"))
     again = snakemake(tmp_path, "-n", target, configs=[smoke, big])
     assert f"rule {rule}:" in again.stdout and "Nothing to be done" not in again.stdout
 
 
 @pytest.mark.slow
-def test_one_job_per_checkpoint_or_per_benchmark_grades_the_same_samples(tmp_path):
-    """eval.per_checkpoint switches how generation jobs are cut, not what they sample: the Base
-    model's graded samples and scores are equal both ways; switching plans no training job."""
+def test_generation_cut_per_checkpoint_benchmark_or_run_grades_the_same_samples(tmp_path):
+    """eval.generate_per switches how generation jobs are cut, not what they sample: the Base
+    model's graded samples and scores are equal every way; switching plans no training job."""
     smoke = REPO / "tests" / "data" / "smoke.yaml"
     run = tmp_path / "results/smoke/eval/base/tiny/base/seed0"  # the Base "run": its one checkpoint, step 0
     step = run / "step0"
     target = str(run.relative_to(tmp_path) / "scores.json")
     out = {}
-    for per_checkpoint in (True, False):
-        mode = write_config(tmp_path, f"eval: {{per_checkpoint: {str(per_checkpoint).lower()}}}\n")
-        if not per_checkpoint:  # the switch regenerates per benchmark and regrades, nothing else
+    for per, jobs in (("checkpoint", None), ("benchmark", {"generate": 2}), ("run", {"generate_run": 1})):
+        mode = write_config(tmp_path, f"eval: {{generate_per: {per}}}\n")
+        if jobs is not None:  # the switch regenerates and regrades, nothing else
             plan = snakemake(tmp_path, "-n", target, configs=[smoke, mode])
-            assert job_counts(plan.stdout) == {"generate": 2, "grade": 1}, plan.stdout[-3000:]
+            assert job_counts(plan.stdout) == {**jobs, "grade": 1}, plan.stdout[-3000:]
         done = snakemake(tmp_path, "--cores", "2", target, configs=[smoke, mode])
         assert done.returncode == 0, done.stderr[-3000:]
-        out[per_checkpoint] = (pd.read_parquet(run / "graded.parquet"), json.loads((run / "scores.json").read_text()))
+        out[per] = (pd.read_parquet(run / "graded.parquet"), json.loads((run / "scores.json").read_text()))
     assert (step / "samples.parquet").exists() and (step / "arith_easy.samples.parquet").exists()
-    pd.testing.assert_frame_equal(out[True][0], out[False][0])
-    assert out[True][1] == out[False][1]
-    assert [r["benchmark"] for r in out[True][1]] == ["arith_easy", "arith_hard"]
+    assert pd.read_parquet(run / "samples.parquet")["step"].unique().tolist() == [0]
+    for per in ("benchmark", "run"):
+        pd.testing.assert_frame_equal(out["checkpoint"][0], out[per][0])
+        assert out["checkpoint"][1] == out[per][1]
+    assert [r["benchmark"] for r in out["checkpoint"][1]] == ["arith_easy", "arith_hard"]

@@ -12,25 +12,24 @@ from vicurl.workflow import setup
 
 log = setup(snakemake)
 w, p = snakemake.wildcards, snakemake.params
-per_step = 1 if p.per_checkpoint else len(p.benchmarks)  # input.samples is step-major (rules/common.smk)
+by_run = p.generate_per == "run"  # a run's file holds every step it owns (rules/common.smk step_sample_files)
 
 
 def checkpoints():
     """(step, benchmark -> samples), one checkpoint read at a time."""
-    for i, step in enumerate(p.steps):
-        paths = snakemake.input.samples[i * per_step:(i + 1) * per_step]
-        if p.per_checkpoint:  # the checkpoint's one file holds every benchmark's samples
-            yield step, {b: read_records(paths[0], benchmark=b) for b in p.benchmarks}
-        else:
+    for step, paths in zip(p.steps, p.step_files, strict=True):
+        if p.generate_per == "benchmark":
             yield step, {b: read_records(path) for b, path in zip(p.benchmarks, paths, strict=True)}
+        else:  # one file holds every benchmark's samples (and a run's, every step's)
+            yield step, {b: read_records(paths[0], benchmark=b, step=step if by_run else None) for b in p.benchmarks}
 
 
 def dropped():
     """step -> benchmark -> problems generation dropped as too long for the model (the files' metadata)."""
     out = {}
-    for i, step in enumerate(p.steps):
-        for path in snakemake.input.samples[i * per_step:(i + 1) * per_step]:
-            out.setdefault(int(step), {}).update(dropped_problems(read_meta(path)))
+    for step, paths in zip(p.steps, p.step_files, strict=True):
+        for path in paths:
+            out.setdefault(int(step), {}).update(dropped_problems(read_meta(path), step if by_run else None))
     return out
 
 

@@ -6,11 +6,14 @@ text        str   decoded response (special tokens removed)
 n_tokens    int   response tokens up to and including the first EOS (max_new_tokens if truncated)
 truncated   bool  no EOS within ``max_new_tokens``
 
-Both generation paths (transformers on CPU, vLLM on GPUs) write these columns. A checkpoint's file
-(`eval.per_checkpoint`) holds every benchmark's records, with a ``benchmark`` column in front. A
-file's metadata (``read_meta``) says what generation left out: ``long_prompts``, per benchmark, the
-report of `vicurl.long_prompts.fit_sets` (problems whose prompt the model's context could not hold
-with the response budget, dropped and counted; grading scores the others and records the count).
+Both generation paths (transformers on CPU, vLLM on GPUs) write these columns. How the files are
+cut follows `eval.generate_per`: a benchmark's file holds these columns only; a checkpoint's file
+every benchmark's records, with a ``benchmark`` column in front; a run's file every checkpoint the
+run owns, with a ``step`` column in front of that. A file's metadata (``read_meta``) says what
+generation left out: ``long_prompts``, per benchmark, the report of `vicurl.long_prompts.fit_sets`
+(problems whose prompt the model's context could not hold with the response budget, dropped and
+counted; grading scores the others and records the count); a run's file keeps one such entry per
+step under ``steps``.
 This module imports neither torch nor transformers, so grading jobs start fast.
 """
 
@@ -58,8 +61,11 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
-def dropped_problems(meta: Mapping[str, Any]) -> dict[str, int]:
-    """Problems left out of each benchmark's records because their prompt was too long for the model."""
+def dropped_problems(meta: Mapping[str, Any], step: int | None = None) -> dict[str, int]:
+    """Problems left out of each benchmark's records because their prompt was too long for the model
+    (``step``: of that checkpoint, from a run's file)."""
+    if step is not None:
+        meta = meta["steps"][str(int(step))]
     return {bench: int(report["dropped"]) for bench, report in (meta.get("long_prompts") or {}).items()}
 
 
@@ -71,12 +77,27 @@ def combine(records: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[["benchmark", *RECORD_COLUMNS]]
 
 
-def read_records(path: str | Path, benchmark: str | None = None) -> pd.DataFrame:
-    """The records in ``path``; from a checkpoint's file, those of ``benchmark``."""
+def combine_steps(records: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """Several checkpoints' files (``combine``) in one frame (a run's file), with a ``step`` column."""
+    frames = [df.assign(step=int(step)) for step, df in records.items()]
+    if not frames:
+        raise ValueError("no records to combine")
+    return pd.concat(frames, ignore_index=True)[["step", "benchmark", *RECORD_COLUMNS]]
+
+
+def read_records(path: str | Path, benchmark: str | None = None, step: int | None = None) -> pd.DataFrame:
+    """The records in ``path``; from a checkpoint's file, those of ``benchmark``; from a run's file,
+    those of ``benchmark`` at ``step``."""
     df = pd.read_parquet(path)
     missing = [c for c in RECORD_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: records lack column(s) {missing}")
+    if step is not None:
+        if "step" not in df.columns:
+            raise ValueError(f"{path}: not a run's records (no `step` column) but step {step} was asked for")
+        if int(step) not in set(df["step"]):
+            raise ValueError(f"{path}: no records of step {step} (has {sorted(set(df['step']))})")
+        df = df[df["step"] == int(step)].drop(columns="step")
     if benchmark is None:
         return df
     if "benchmark" not in df.columns:
