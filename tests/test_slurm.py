@@ -26,6 +26,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
 SMOKE = REPO / "tests" / "data" / "smoke.yaml"
+PER_CHECKPOINT = REPO / "tests" / "slurm" / "per_checkpoint.yaml"  # GPU clusters: a generation job per checkpoint
 PROFILE = yaml.safe_load((REPO / "slurm-a100" / "config.yaml").read_text())
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -56,7 +57,7 @@ def snakemake_cmd(workdir: Path, *args: str, configs=()) -> list[str]:
     """The user's command (`--profile slurm-a100`) with the test profile over it and the smoke config."""
     return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), *args,
             "--profile", "slurm-a100", "--profile", str(REPO / "tests" / "slurm" / "profile"),
-            "--configfile", str(REPO / "config" / "demo.yaml"), str(SMOKE), *map(str, configs)]
+            "--configfile", str(REPO / "config" / "demo.yaml"), str(SMOKE), str(PER_CHECKPOINT), *map(str, configs)]
 
 
 def slurm_jobs(env) -> list[dict[str, str]]:

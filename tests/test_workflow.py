@@ -29,7 +29,7 @@ def write_config(tmp_path: Path, text: str) -> Path:
 def test_demo_config_plans(tmp_path):
     out = snakemake(tmp_path, "-n", "--quiet", "rules")
     assert out.returncode == 0, out.stderr
-    for rule in ("synthetic_data", "build_tiny_model", "train", "generate_checkpoint", "grade", "aggregate", "table",
+    for rule in ("synthetic_data", "build_tiny_model", "train", "generate_run", "grade", "aggregate", "table",
                  "learning_curves", "schedule_figure"):
         assert rule in out.stdout
 
@@ -143,7 +143,11 @@ def test_small_dag_end_to_end(tmp_path):
         pd.testing.assert_frame_equal(mech_m.iloc[:2][main_m.columns], main_m, check_dtype=False)
         assert sorted(p.name for p in (res / "runs" / "mechanism" / "tiny" / run / "seed0" / "checkpoints").glob("step*")) \
             == ["step3", "step4"]
-        assert not (res / "eval" / "mechanism" / "tiny" / run / "seed0" / "step2").exists()  # main's, not regenerated
+        # one generation job per run (the demo's eval.generate_per): its own steps; 1 and 2 are main's, not regenerated
+        samples = pd.read_parquet(res / "eval" / "mechanism" / "tiny" / run / "seed0" / "samples.parquet")
+        assert sorted(samples["step"].unique()) == [3, 4]
+        assert sorted(pd.read_parquet(res / "eval" / "main" / "tiny" / run / "seed0" / "samples.parquet")["step"].unique()) \
+            == [1, 2]
     assert pd.read_json(res / "runs" / "mechanism" / "tiny" / "oracle-vicurl" / "seed0" / "metrics.jsonl",
                         lines=True)["curriculum/beta_target"].tolist()[1:] == [1.0, 1.0, 1.0]
     assert (res / "report" / "figures" / "learning_curves" / "main" / "tiny.png").stat().st_size > 1000
