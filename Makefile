@@ -3,7 +3,7 @@ VENV ?= .venv
 PY   := $(VENV)/bin/python
 CORES ?= all
 
-.PHONY: setup demo test clean-demo
+.PHONY: setup demo mini test clean-demo
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -16,6 +16,10 @@ setup: $(VENV)/.installed
 ## make demo: the CPU demo DAG (synthetic task, tiny model) -> results/demo/
 demo: setup
 	$(VENV)/bin/snakemake --cores $(CORES) all
+
+## make mini: the mini reproduction (config/mini.yaml, about 40 min on 2 cores) -> results/mini/
+mini: setup
+	$(VENV)/bin/snakemake all --cores $(CORES) --replace-workflow-config --configfile config/mini.yaml
 
 ## make test: the test suite (includes a small end-to-end DAG run)
 test: setup

@@ -59,6 +59,7 @@ rule all:
         rules.figures.input,
         rules.probes.input,
         f"{R}/report/scores_across_seeds.csv",
+        [f"{R}/report/findings.md"] if FINDINGS else [],
 
 
 rule data:

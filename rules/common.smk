@@ -256,6 +256,30 @@ def curve_figures(study=None):
             if wanted & {c for curs in st["settings"].values() for c in curs}]
 
 
+FINDINGS = config.get("findings")  # the findings table's study and model, or None (no table)
+
+
+def findings_runs():
+    """The runs the findings table compares (with their training metrics)."""
+    if not FINDINGS:
+        return []
+    return [r for r in runs_lib.runs(config, FINDINGS["study"]) if r.model == FINDINGS["model"]]
+
+
+def findings_base():
+    """The Base evaluations of the findings study's seeds: its misleading majorities."""
+    if not FINDINGS:
+        return []
+    return [runs_lib.Run.of(runs_lib.BASE, FINDINGS["model"], runs_lib.BASE, s)
+            for s in config["studies"][FINDINGS["study"]]["seeds"]]
+
+
+def curve_runs(study, model):
+    """The runs a learning-curves figure draws: the study's runs of this model and of report.curve_curricula."""
+    wanted = set(config["report"]["curve_curricula"])
+    return [r for r in runs_lib.runs(config, study) if r.model == model and r.curriculum in wanted]
+
+
 def variance_figures(study=None):
     """The variance figures of every probed (study, setting)."""
     settings = sorted({(run.study, run.setting) for run, _ in runs_lib.probes(config) if study is None or run.study == study})

@@ -5,12 +5,12 @@
 localrules:
     aggregate,
     study_scores,
-    table_scores,
     table,
     table_vs_paper,
     learning_curves,
     schedule_figure,
     variance_figures,
+    findings,
 
 
 rule aggregate:
@@ -47,28 +47,13 @@ rule study_scores:
         "../workflow_scripts/collect_scores.py"
 
 
-rule table_scores:
-    """The per-seed scores one table reads, and only those (runs_lib.table_evaluations)."""
+rule table:
+    """One table: the per-seed scores it reads, and only those (runs_lib.table_evaluations), then the
+    LaTeX and its cells."""
     input:
         lambda w: table_score_inputs(w.table),
     output:
-        f"{R}/report/tables/{{table}}.scores.csv",
-    wildcard_constraints:
-        table=_alt(TABLES),
-    params:
-        keep=lambda w: runs_lib.table_evaluations(config, TABLES[w.table]),
-    log:
-        f"{R}/logs/report/table_{{table}}.scores.log",
-    conda:
-        "../envs/cpu.yaml"
-    script:
-        "../workflow_scripts/collect_scores.py"
-
-
-rule table:
-    input:
-        f"{R}/report/tables/{{table}}.scores.csv",
-    output:
+        scores=f"{R}/report/tables/{{table}}.scores.csv",
         tex=report(f"{R}/report/tables/{{table}}.tex", caption=f"{CAPTIONS}/table.rst",
                    category="Tables", labels={"table": "{table}", "file": "LaTeX"}),
         cells=report(f"{R}/report/tables/{{table}}.cells.csv", caption=f"{CAPTIONS}/table_cells.rst",
@@ -77,6 +62,7 @@ rule table:
         table=_alt(TABLES),
     params:
         table=lambda w: TABLES[w.table],
+        keep=lambda w: runs_lib.table_evaluations(config, TABLES[w.table]),
     log:
         f"{R}/logs/report/table_{{table}}.log",
     conda:
@@ -107,14 +93,21 @@ rule table_vs_paper:
 
 
 rule learning_curves:
+    """Pass@k of the evaluated checkpoints, and the training reward and oracle accuracy of every step."""
     input:
-        f"{R}/report/scores/{{study}}.csv",
+        scores=f"{R}/report/scores/{{study}}.csv",
+        metrics=lambda w: [f"{R}/runs/{r.path}/metrics.jsonl" for r in curve_runs(w.study, w.model)],
     output:
         png=report(f"{R}/report/figures/learning_curves/{{study}}/{{model}}.png",
                    caption=f"{CAPTIONS}/learning_curves.rst", category="Figures",
                    subcategory="Learning curves", labels={"study": "{study}", "model": "{model}"}),
         pdf=f"{R}/report/figures/learning_curves/{{study}}/{{model}}.pdf",
+        train_png=report(f"{R}/report/figures/training_curves/{{study}}/{{model}}.png",
+                         caption=f"{CAPTIONS}/training_curves.rst", category="Figures",
+                         subcategory="Training curves", labels={"study": "{study}", "model": "{model}"}),
+        train_pdf=f"{R}/report/figures/training_curves/{{study}}/{{model}}.pdf",
     params:
+        runs=lambda w: [(r.reward, r.curriculum, r.seed) for r in curve_runs(w.study, w.model)],
         study=lambda w: config["studies"][w.study],
         curricula=config["report"]["curve_curricula"],
         metrics=[f"pass@{k}" for k in config["eval"]["ks"]],
@@ -174,6 +167,33 @@ rule variance_figures:
         "../envs/cpu.yaml"
     script:
         "../workflow_scripts/variance_figures.py"
+
+
+rule findings:
+    """The findings table: each claim of the paper the study tests, the paper's number, ours and a verdict."""
+    input:
+        scores=lambda w: f"{R}/report/scores/{FINDINGS['study']}.csv",
+        probes=[f"{R}/report/probes.csv"] if runs_lib.probes(config) else [],
+        metrics=[f"{R}/runs/{r.path}/metrics.jsonl" for r in findings_runs()],
+        base=[f"{R}/eval/{r.path}/graded.parquet" for r in findings_base()],
+        benchmarks=[dataset_path(b) for b in config["studies"][FINDINGS["study"]]["benchmarks"]] if FINDINGS else [],
+        paper=PAPER_NUMBERS,
+    output:
+        markdown=report(f"{R}/report/findings.md", caption=f"{CAPTIONS}/findings.rst", category="Findings"),
+        tex=f"{R}/report/findings.tex",
+        csv=f"{R}/report/findings.csv",
+    params:
+        findings=FINDINGS,
+        runs=[(r.reward, r.curriculum, r.seed) for r in findings_runs()],
+        benchmarks=config["studies"][FINDINGS["study"]]["benchmarks"] if FINDINGS else [],
+        titles={d: v.get("label", d) for d, v in config["datasets"].items()},
+        scenario=config["scenario"],
+    log:
+        f"{R}/logs/report/findings.log",
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/findings.py"
 
 
 rule tables:

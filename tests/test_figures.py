@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from vicurl.report.aggregate import collect
-from vicurl.report.curves import learning_curves_grid
+from vicurl.report.curves import learning_curves_grid, smoothed, training_curves_grid
 from vicurl.report.schedule import schedule_figure
 from vicurl.report.variance import variance_absolute, variance_ratio
 
@@ -156,3 +156,30 @@ rule variance_figures:
     for name in ("ratio.png", "abs.png"):
         assert (tmp_path / name).read_bytes()[:8] == PNG
     assert "probe rows" in (tmp_path / "variance.log").read_text()
+
+
+def train_metrics():
+    return pd.DataFrame([{"reward": r, "curriculum": c, "seed": s, "step": t,
+                          "reward/mean": 0.01 * t, "reward/oracle_acc": 0.5 - 0.002 * t * (c == "none")}
+                         for r in ("majority_vote", "entropy") for c in ("none", "vicurl") for s in (0, 1)
+                         for t in range(1, 41)])
+
+
+def test_training_curves_png_and_pdf(tmp_path):
+    written = training_curves_grid(train_metrics(), [tmp_path / "t.png", tmp_path / "t.pdf"], band="std", title="t")
+    assert [p.suffix for p in written] == [".png", ".pdf"]
+    assert (tmp_path / "t.png").read_bytes()[:8] == PNG and (tmp_path / "t.pdf").read_bytes()[:4] == b"%PDF"
+    with pytest.raises(ValueError, match="reward/oracle_acc"):
+        training_curves_grid(train_metrics().drop(columns="reward/oracle_acc"), tmp_path / "x.png")
+    with pytest.raises(ValueError, match="no training metrics"):
+        training_curves_grid(train_metrics(), tmp_path / "x.png", curricula=["sent"])
+
+
+def test_training_curves_smooth_within_each_run():
+    m = train_metrics().sample(frac=1, random_state=0)  # any row order
+    m.loc[(m["curriculum"] == "vicurl") & (m["seed"] == 1), "reward/mean"] = 5.0  # another run: must not leak
+    s = smoothed(m, 4)
+    run = s[(s["reward"] == "entropy") & (s["curriculum"] == "none") & (s["seed"] == 0)]
+    assert run["step"].tolist() == list(range(1, 41))
+    # the mean of the last 4 steps' 0.01 t (fewer at the start)
+    assert run["reward/mean"].tolist() == pytest.approx([0.01 * np.mean(range(max(1, t - 3), t + 1)) for t in range(1, 41)])

@@ -30,7 +30,7 @@ def test_demo_config_plans(tmp_path):
     out = snakemake(tmp_path, "-n", "--quiet", "rules")
     assert out.returncode == 0, out.stderr
     for rule in ("synthetic_data", "build_tiny_model", "train", "generate_run", "grade", "aggregate", "table",
-                 "learning_curves", "schedule_figure"):
+                 "learning_curves", "schedule_figure", "findings"):
         assert rule in out.stdout
 
 
@@ -46,6 +46,8 @@ def test_demo_config_plans(tmp_path):
         ("tables: {main_results: {style: {digts: 2}}}\n", "digts"),
         ("tables: {main_results: {models: [tinyy]}}\n", "tables.main_results.models"),
         ("report: {band: iqr}\n", "iqr"),
+        ("findings: {study: mian, model: tiny}\n", "findings.study: study 'mian'"),
+        ("findings: {study: rewards, model: tiny, metric: pass@4}\n", "findings.metric"),
         ("eval: {ks: [1, 16]}\n", "eval.ks: Pass@16 needs at least 16 samples per problem, eval.n_samples is 8"),
         ("studies: {rewards: {eval: {n_samples: 4}}}\n", "studies.rewards.eval.n_samples is 4"),
         ("models: {tiny: {build: {arch: {hiden_size: 8}}}}\n", "models.tiny.build.arch"),  # not written into the model
@@ -152,6 +154,12 @@ def test_small_dag_end_to_end(tmp_path):
                         lines=True)["curriculum/beta_target"].tolist()[1:] == [1.0, 1.0, 1.0]
     assert (res / "report" / "figures" / "learning_curves" / "main" / "tiny.png").stat().st_size > 1000
     assert (res / "report" / "figures" / "schedule" / "main" / "tiny" / "oracle-vicurl.pdf").stat().st_size > 1000
+    assert (res / "report" / "figures" / "training_curves" / "rewards" / "tiny.png").stat().st_size > 1000
+    findings = pd.read_csv(res / "report" / "findings.csv")  # the rewards study, one seed: nothing is decided
+    assert {"vicurl_gain/majority_vote", "collapse/entropy", "train_accuracy/semantic",
+            "variance_ratio/sigma2"} <= set(findings["key"])
+    assert set(findings["verdict"]) == {"inconclusive at this scale"}
+    assert "majority answer is wrong on" in (res / "report/findings.md").read_text()
     scores = pd.read_csv(res / "report" / "scores.csv")
     # base (step 0) + every run at steps {1, 2} (main: 2 runs, curricula: 2, long_output: 1) or {1, ..., 4}
     # (mechanism: 3), on 2 benchmarks; rewards: 6 runs x step 1 on 1 benchmark

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from vicurl import methods
+from vicurl.grading.classes import clusters, majority_class  # noqa: F401 (majority_class: re-exported)
 from vicurl.grading.equiv import distinct
 from vicurl.grading.extract import extract_boxed
 from vicurl.grading.graders import ANSWER_TYPES, answer_type
@@ -60,31 +61,7 @@ class GroupReward:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------- equivalence classes
-
-
-def clusters(answers: Sequence[str | None], answer_type_name: str, problem: dict[str, Any]) -> list[int | None]:
-    """Greedy equivalence classes: each answer joins the first class whose first member it matches.
-
-    Returns a class id per answer (ids numbered in order of first appearance), None for no answer.
-    Two answers are compared as (later, earlier representative); identical texts share a class
-    without a comparison.
-    """
-    at = ANSWER_TYPES[answer_type_name]
-    uniq = distinct(answers)
-    pairs = [(uniq[j], uniq[i]) for j in range(len(uniq)) for i in range(j)]
-    verdict = dict(zip(pairs, at.same(pairs, [problem] * len(pairs)))) if pairs else {}
-    reps: list[int] = []  # index into uniq of each class's representative
-    cls_of: dict[str, int] = {}
-    for j, a in enumerate(uniq):
-        for c, r in enumerate(reps):
-            if verdict[(a, uniq[r])]:
-                cls_of[a] = c
-                break
-        else:
-            cls_of[a] = len(reps)
-            reps.append(j)
-    return [None if a is None or not a.strip() else cls_of[a.strip()] for a in answers]
+# ---------------------------------------------------------------- equivalence classes (vicurl.grading.classes)
 
 
 def _needed_pairs(name: str, group: Group) -> list[tuple[str, str]]:
@@ -129,14 +106,10 @@ def majority_vote(group: Group, n_votes: int | None = None) -> GroupReward:
     answers = group.answers(voters_texts + list(group.texts))
     cls = clusters(answers, group.answer_type, group.problem)
     vote_cls, own_cls = cls[:n_v], cls[n_v:]
-    counts: dict[int, int] = {}
-    for c in vote_cls:  # dict order = first appearance, so max() breaks ties toward the first seen
-        if c is not None:
-            counts[c] = counts.get(c, 0) + 1
+    major, counts = majority_class(vote_cls)
     info: dict[str, Any] = {"n_voters": sum(counts.values()), "n_classes": len(counts)}
-    if not counts:
+    if major is None:
         return GroupReward([0.0] * len(group.texts), info={**info, "majority": None, "majority_share": 0.0})
-    major = max(counts, key=lambda c: counts[c])
     majority_answer = answers[vote_cls.index(major)]
     rewards = [1.0 if c == major else 0.0 for c in own_cls]
     return GroupReward(rewards, info={**info, "majority": majority_answer,

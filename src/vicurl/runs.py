@@ -102,6 +102,21 @@ def check(config: dict[str, Any]) -> None:
     _check_probes(config)
     _check_models(config)
     _check_datasets(config)
+    _check_findings(config)
+
+
+def _check_findings(config: dict[str, Any]) -> None:
+    """The findings table reads a defined study, one of its models, and a metric the evaluation computes."""
+    f = config.get("findings")
+    if not f:
+        return
+    if f["study"] not in config["studies"]:
+        raise ValueError(f"findings.study: study {f['study']!r} is not defined under `studies`")
+    if f["model"] not in config["studies"][f["study"]]["models"]:
+        raise ValueError(f"findings.model: model {f['model']!r} is not a model of study {f['study']!r}")
+    metric = f.get("metric", "pass@1")
+    if metric not in [f"pass@{k}" for k in config["eval"]["ks"]]:
+        raise ValueError(f"findings.metric: {metric!r} is not computed (eval.ks: {config['eval']['ks']})")
 
 
 def _check_references(config: dict[str, Any], name: str, s: dict[str, Any]) -> None:

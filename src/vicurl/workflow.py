@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
 import os
 import sys
@@ -34,4 +36,21 @@ def setup(snakemake, history: str | Path | None = None) -> logging.Logger:
     os.environ["OMP_NUM_THREADS"] = str(n)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(n)
+    if os.environ.get(IMPORTS_LOG):
+        atexit.register(_record_job, Path(os.environ[IMPORTS_LOG]), snakemake.rule)
     return logging.getLogger(f"vicurl.{snakemake.rule}")
+
+
+#: set to a folder, every job writes there at exit how long its process lived and the modules it
+#: imported, in order (measurements/demo_time.py replays them to measure a job's fixed cost)
+IMPORTS_LOG = "VICURL_IMPORTS_LOG"
+
+
+def _record_job(folder: Path, rule: str) -> None:
+    with open("/proc/self/stat") as f:  # Linux: the process's start, in clock ticks after boot
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        seconds = float(f.read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{rule}-{os.getpid()}.json").write_text(json.dumps(
+        {"rule": rule, "seconds": seconds, "modules": [m for m in list(sys.modules) if not m.startswith("__")]}))

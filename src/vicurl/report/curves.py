@@ -1,4 +1,5 @@
 """Learning curves grid: Pass@k against training step, VI-CuRL vs No Curriculum (the paper's Figure 3).
+And ``training_curves_grid``: the training reward and the rollouts' oracle accuracy against step.
 
 ``learning_curves_grid(df, out, ...)``: one row of panels per (reward setting, metric) -- the
 paper's Oracle P@1, Oracle P@8, MajVote P@1, ... -- and one column per benchmark. In each panel a
@@ -124,3 +125,64 @@ def _legend_and_title(fig, order: list[str], palette: dict, title: str | None, s
     fig.legend(handles, order, loc="lower center", ncol=ncol, frameon=False, bbox_to_anchor=(0.5, top))
     if title:
         fig.suptitle(title, y=top + legend_h / height, va="bottom")
+
+
+#: the training metrics drawn by ``training_curves_grid``: the reward the run optimizes and the
+#: accuracy of its rollouts under the oracle checker, logged for every reward (reward hacking shows
+#: as the first rising while the second falls)
+TRAIN_METRICS = {"reward/mean": "training reward", "reward/oracle_acc": "training accuracy (%)"}
+
+
+def training_curves_grid(metrics: pd.DataFrame, out, *, rewards: Sequence[str] | None = None,
+                         curricula: Sequence[str] = ("none", "vicurl"), band: str | None = "minmax",
+                         smooth: int | None = None, title: str | None = None,
+                         panel_size: tuple[float, float] = (2.8, 2.0),
+                         dpi: int = 150):
+    """Training reward and oracle accuracy against step: a column per reward, a line per curriculum
+    (mean across seeds of each run's moving average over ``smooth`` steps; default: a twentieth of
+    the longest run) and its band across seeds.
+    ``metrics``: the runs' ``metrics.jsonl`` rows with columns reward, curriculum, seed (and step)."""
+    if band not in _ERRORBAR:
+        raise ValueError(f"band must be 'minmax', 'std' or None, got {band!r}")
+    missing = [c for c in ["reward", "curriculum", "seed", "step", *TRAIN_METRICS] if c not in metrics.columns]
+    if missing:
+        raise ValueError(f"training curves need column(s) {missing}")
+    data = metrics[metrics["curriculum"].isin(curricula)].sort_values("step")
+    if data.empty:
+        raise ValueError(f"no training metrics of curricula {list(curricula)} to plot")
+    rewards = list(rewards) if rewards is not None else list(dict.fromkeys(data["reward"]))
+    data = smoothed(data, smooth or max(1, int(data["step"].max()) // 20))
+    curricula = [c for c in curricula if c in set(data["curriculum"])]
+    palette = {L.curriculum_label(c): col for c, col in colors_for(curricula).items()}
+    order = [L.curriculum_label(c) for c in curricula]
+    data = data.assign(Curriculum=data["curriculum"].map(L.curriculum_label))
+    w, h = panel_size
+    fig, axes = plt.subplots(len(TRAIN_METRICS), len(rewards), figsize=(w * len(rewards), h * len(TRAIN_METRICS)),
+                             squeeze=False, sharex=True)
+    for i, (metric, label) in enumerate(TRAIN_METRICS.items()):
+        for j, reward in enumerate(rewards):
+            ax = axes[i][j]
+            g = data[data["reward"] == reward].dropna(subset=[metric])
+            scale = 100 if metric == "reward/oracle_acc" else 1
+            if g.empty:
+                ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="0.5")
+            else:
+                sns.lineplot(data=g.assign(value=g[metric] * scale), x="step", y="value", hue="Curriculum",
+                             hue_order=[o for o in order if o in set(g["Curriculum"])], palette=palette,
+                             estimator="mean", errorbar=_ERRORBAR[band], linewidth=1.2, ax=ax, legend=False)
+            ax.grid(True, alpha=0.3)
+            ax.set_xlabel("Steps" if i == len(TRAIN_METRICS) - 1 else "")
+            ax.set_ylabel(label if j == 0 else "")
+            if i == 0:
+                ax.set_title(f"{L.reward_label(reward)} reward", fontsize=10)
+    _legend_and_title(fig, order, palette, title, (w * len(rewards), h * len(TRAIN_METRICS)))
+    return save(fig, out, dpi)
+
+
+def smoothed(metrics: pd.DataFrame, window: int) -> pd.DataFrame:
+    """``TRAIN_METRICS`` as a moving average within each run: a step's value is the mean of that
+    run's last ``window`` steps (fewer at the start). Rows sorted by step."""
+    data = metrics.sort_values("step")
+    runs = data.groupby(["reward", "curriculum", "seed"])
+    return data.assign(**{m: runs[m].transform(lambda s: s.rolling(max(1, int(window)), min_periods=1).mean())
+                          for m in TRAIN_METRICS})

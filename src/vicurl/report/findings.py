@@ -1,0 +1,304 @@
+r"""The findings of a (mini) reproduction: each claim of the paper its runs test, the paper's
+number, ours (mean and std across seeds) and a verdict computed from the numbers by one rule.
+
+The rule (``RULE``, ``verdict``): a claim says a per-seed statistic lies on one side of a
+threshold. With n >= 2 seeds and se = std / sqrt(n) (sample std across seeds), the claim
+*holds* when the mean is on the claimed side by more than 2 se, *does not hold* when it is on
+the other side by more than 2 se, and is *inconclusive at this scale* otherwise (or with one seed).
+At 3 seeds, 2 se is a one-sided t-test at about p < 0.1.
+
+The claims (``CLAIMS``), each measured per seed:
+
+- Section 5.3, variance (runs of VI-CuRL with the oracle reward, ``vicurl.probes``): the ratio
+  kept/full of the action variance sigma^2_g and of the problem variance V_prob, averaged over the
+  probes with beta_t < 1, is below 1; and it rises toward 1 as beta_t -> 1: its correlation with
+  beta_t over those probes is above 0.
+- Tables 1-2, stability without a verifier: for each reward, VI-CuRL's score at the last step
+  (the metric averaged over the benchmarks) minus No Curriculum's, paired by seed, is above 0;
+  without a curriculum the verifier-free rewards end below the base model; and the training
+  accuracy under the oracle checker (logged for every reward) over the last 10 % of the steps
+  is higher with VI-CuRL.
+
+A claim whose runs the scenario lacks is left out; the paper's number comes from
+``config/paper_numbers.csv`` (``vicurl.report.paper``) or, for Section 5.3, its text.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from vicurl.grading.classes import clusters, majority_class
+from vicurl.report import labels as L
+
+RULE = ("holds: the mean across seeds is on the claimed side of the threshold by more than two "
+        "standard errors (std / sqrt(n)); does not hold: on the other side by more than two standard "
+        "errors; inconclusive at this scale: otherwise, or with fewer than two seeds")
+VERDICTS = ("holds", "does not hold", "inconclusive at this scale")
+TRAIN_TAIL = 0.1  # the share of the last training steps whose oracle accuracy a run is judged by
+VARIANCE_TEXT = "0.55-0.80 at beta~0.2 (Sec. 5.3)"
+RISE_TEXT = "rise monotonically to 1 (Sec. 5.3)"
+ESTIMATORS = {"sigma2": "action variance sigma^2_g", "vprob": "problem variance V_prob"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    key: str  # a short id, e.g. "vicurl_gain/majority_vote"
+    claim: str  # the paper's claim, in words
+    paper: str  # the paper's number (or its words where it gives none)
+    values: tuple[float, ...]  # the statistic per seed (NaN: not measurable for that seed)
+    seeds: tuple[int, ...]
+    threshold: float
+    side: str  # "<" or ">": where the claim puts the statistic
+    unit: str  # "pp" (percentage points of a fraction), "ratio", "corr"
+
+    @property
+    def finite(self) -> np.ndarray:
+        v = np.asarray(self.values, dtype=float)
+        return v[np.isfinite(v)]
+
+    @property
+    def mean(self) -> float:
+        return float(self.finite.mean()) if len(self.finite) else math.nan
+
+    @property
+    def std(self) -> float:
+        return float(self.finite.std(ddof=1)) if len(self.finite) >= 2 else math.nan
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.finite, self.threshold, self.side)
+
+
+def verdict(values: Sequence[float], threshold: float, side: str) -> str:
+    """The rule of the module docstring, for the per-seed values of one statistic."""
+    if side not in ("<", ">"):
+        raise ValueError(f"side must be '<' or '>', got {side!r}")
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) < 2:
+        return VERDICTS[2]
+    margin = (v.mean() - threshold) * (1 if side == ">" else -1)  # > 0: on the claimed side
+    two_se = 2 * v.std(ddof=1) / math.sqrt(len(v))
+    if margin > two_se:
+        return VERDICTS[0]
+    if -margin > two_se:
+        return VERDICTS[1]
+    return VERDICTS[2]
+
+
+# ---------------------------------------------------------------- Section 5.3: variance
+
+
+def variance_findings(probes: pd.DataFrame, model: str) -> list[Finding]:
+    """The variance claims from the probes of VI-CuRL runs with the oracle reward (``probes.csv``)."""
+    p = probes[(probes["model"] == model) & (probes["reward"] == "oracle") & (probes["curriculum"] == "vicurl")]
+    p = p[p["beta_t"] < 1]
+    if p.empty:
+        return []
+    seeds = tuple(sorted(int(s) for s in p["seed"].unique()))
+    out = []
+    for est, name in ESTIMATORS.items():
+        ratio = p[f"{est}_kept"] / p[f"{est}_full"]
+        by_seed = {s: (p.loc[p["seed"] == s, "beta_t"], ratio[p["seed"] == s]) for s in seeds}
+        out.append(Finding(f"variance_ratio/{est}", f"ratio kept/full of the {name} < 1 while beta_t < 1",
+                           VARIANCE_TEXT, tuple(float(r.mean()) for _, r in by_seed.values()), seeds, 1.0, "<",
+                           "ratio"))
+        out.append(Finding(f"variance_rise/{est}", f"ratio kept/full of the {name} rises with beta_t",
+                           RISE_TEXT, tuple(_corr(b, r) for b, r in by_seed.values()), seeds, 0.0, ">", "corr"))
+    return out
+
+
+def _corr(x: pd.Series, y: pd.Series) -> float:
+    """Pearson correlation; NaN with fewer than three points or a constant series."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 3 or x.std() == 0 or y.std() == 0:
+        return math.nan
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+# ---------------------------------------------------------------- Tables 1-2: without a verifier
+
+
+def final_scores(scores: pd.DataFrame, metric: str, benchmarks: Sequence[str]) -> pd.DataFrame:
+    """Each run's ``metric`` at its last evaluated step, averaged over ``benchmarks``: columns
+    reward, curriculum, seed, score (Base rows: reward and curriculum ``base``, step 0)."""
+    s = scores[scores["benchmark"].isin(benchmarks)]
+    last = s.groupby(["reward", "curriculum", "seed"])["step"].transform("max")
+    s = s[s["step"] == last]
+    n = s.groupby(["reward", "curriculum", "seed"])["benchmark"].nunique()
+    incomplete = n[n < len(benchmarks)]
+    if len(incomplete):
+        raise ValueError(f"runs without a score on every benchmark {list(benchmarks)} at their last step: "
+                         f"{[dict(zip(n.index.names, k)) for k in incomplete.index]}")
+    return s.groupby(["reward", "curriculum", "seed"], as_index=False)[metric].mean().rename(columns={metric: "score"})
+
+
+def train_accuracy(metrics: pd.DataFrame, tail: float = TRAIN_TAIL) -> pd.DataFrame:
+    """Each run's training accuracy under the oracle checker (``reward/oracle_acc``) averaged over
+    the last ``tail`` share of its steps: columns reward, curriculum, seed, score."""
+    rows = []
+    for (reward, curriculum, seed), m in metrics.groupby(["reward", "curriculum", "seed"]):
+        last = m["step"].max()
+        tail_rows = m[m["step"] > last * (1 - tail)]
+        rows.append({"reward": reward, "curriculum": curriculum, "seed": seed,
+                     "score": float(tail_rows["reward/oracle_acc"].mean())})
+    return pd.DataFrame(rows, columns=["reward", "curriculum", "seed", "score"])
+
+
+def _paired(a: pd.DataFrame, b: pd.DataFrame) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """a - b per seed, over the seeds both have."""
+    j = a.set_index("seed")["score"].sub(b.set_index("seed")["score"]).dropna().sort_index()
+    return tuple(int(s) for s in j.index), tuple(float(v) for v in j.values)
+
+
+def _paper_diff(paper: pd.DataFrame | None, a: tuple[str, str], b: tuple[str, str], metric: str) -> str:
+    """The paper's a - b (reward, curriculum) in percentage points, from its numbers' Average column."""
+    if paper is None or paper.empty:
+        return "--"
+    avg = paper[(paper["benchmark"] == "average") & (paper["metric"] == metric)]
+
+    def one(key):
+        v = avg[(avg["reward"] == key[0]) & (avg["curriculum"] == key[1])]["mean"]
+        return float(v.iloc[0]) if len(v) else math.nan
+
+    d = one(a) - one(b)
+    if not math.isfinite(d):
+        return "--"
+    t, m = paper["table"].iloc[0], paper["model"].iloc[0]
+    return f"{100 * d:+.1f} pp ({t}, {m})"
+
+
+def verifier_free_findings(scores: pd.DataFrame, *, benchmarks: Sequence[str], metric: str = "pass@1",
+                           train_metrics: pd.DataFrame | None = None,
+                           paper: pd.DataFrame | None = None) -> list[Finding]:
+    """The stability claims from one study's per-seed scores (with its Base rows) and its runs'
+    training metrics; ``paper``: the paper's numbers of one table and model."""
+    final = final_scores(scores, metric, benchmarks)
+    train = train_accuracy(train_metrics) if train_metrics is not None and len(train_metrics) else None
+
+    def run(reward, curriculum, table=final):
+        return table[(table["reward"] == reward) & (table["curriculum"] == curriculum)]
+
+    mp = metric.replace("pass@", "Pass@")
+    out = []
+    for reward in dict.fromkeys(final["reward"]):
+        if reward == "base" or run(reward, "vicurl").empty or run(reward, "none").empty:
+            continue
+        seeds, vals = _paired(run(reward, "vicurl"), run(reward, "none"))
+        out.append(Finding(f"vicurl_gain/{reward}",
+                           f"{L.reward_label(reward)} reward: VI-CuRL beats {L.row_label(reward, 'none')} ({mp}, last step)",
+                           _paper_diff(paper, (reward, "vicurl"), (reward, "none"), metric), vals, seeds, 0.0,
+                           ">", "pp"))
+    for reward in dict.fromkeys(final["reward"]):
+        if reward in ("base", "oracle") or run(reward, "none").empty or run("base", "base").empty:
+            continue
+        seeds, vals = _paired(run(reward, "none"), run("base", "base"))
+        out.append(Finding(f"collapse/{reward}",
+                           f"{L.reward_label(reward)} reward: {L.row_label(reward, 'none')} ends below the base model ({mp})",
+                           _paper_diff(paper, (reward, "none"), ("base", "base"), metric), vals, seeds, 0.0,
+                           "<", "pp"))
+    if train is not None:
+        for reward in dict.fromkeys(train["reward"]):
+            if reward == "oracle" or run(reward, "vicurl", train).empty or run(reward, "none", train).empty:
+                continue
+            seeds, vals = _paired(run(reward, "vicurl", train), run(reward, "none", train))
+            out.append(Finding(f"train_accuracy/{reward}",
+                               f"{L.reward_label(reward)} reward: VI-CuRL ends with a higher training accuracy than "
+                               f"{L.row_label(reward, 'none')} (oracle-checked, last {TRAIN_TAIL:.0%} of steps)",
+                               "collapse of the baselines (Sec. 1, 5.2), no number", vals, seeds, 0.0, ">", "pp"))
+    return out
+
+
+# ---------------------------------------------------------------- the setting: misleading majorities
+
+
+def majority_wrong(graded: pd.DataFrame, answer_types: Mapping[str, str]) -> pd.DataFrame:
+    """How often the majority answer of a model's samples is wrong, per benchmark: the share of
+    problems with at least one answer whose majority class (``majority_class`` over the
+    classes of ``vicurl.grading.classes.clusters``: TTRL's vote) is not the gold answer, and the share of problems
+    with no answer at all. ``graded``: the grader's rows (benchmark, problem_id, sample_idx,
+    extracted, correct) of one or more seeds (column ``seed``, else one)."""
+    g = graded if "seed" in graded.columns else graded.assign(seed=0)
+    rows = []
+    for (bench, seed), b in g.groupby(["benchmark", "seed"], sort=True):
+        at = answer_types[bench]
+        wrong = answered = 0
+        for _, p in b.sort_values("sample_idx").groupby("problem_id", sort=False):
+            answers = [None if pd.isna(a) else str(a) for a in p["extracted"]]
+            classes = clusters(answers, at, {"answer": "", "answer_type": at, "options": []})
+            major, _ = majority_class(classes)
+            if major is None:
+                continue
+            answered += 1
+            wrong += not bool(p["correct"].iloc[classes.index(major)])  # the class shares one verdict
+        n = b["problem_id"].nunique()
+        rows.append({"benchmark": bench, "seed": int(seed), "n_problems": n, "no_answer": 1 - answered / n,
+                     "majority_wrong": wrong / answered if answered else math.nan})
+    return pd.DataFrame(rows, columns=["benchmark", "seed", "n_problems", "no_answer", "majority_wrong"])
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def ours_text(f: Finding) -> str:
+    """"mean ± std unit (n=seeds)": percentage points and correlations signed, ratios plain."""
+    n = len(f.finite)
+    if n == 0:
+        return "--"
+    scale, unit, digits = {"pp": (100, " pp", 1), "corr": (1, "", 2)}.get(f.unit, (1, "", 3))
+    text = f"{f.mean * scale:{'' if f.unit == 'ratio' else '+'}.{digits}f}"
+    if n >= 2:
+        text += f" ± {f.std * scale:.{digits}f}"
+    return f"{text}{unit} (n={n})"
+
+
+def to_frame(found: Iterable[Finding]) -> pd.DataFrame:
+    """One row per finding: the claim, the paper's number, ours per seed and summarized, the verdict."""
+    return pd.DataFrame([{
+        "key": f.key, "claim": f.claim, "paper": f.paper, "mini": ours_text(f), "verdict": f.verdict,
+        "mean": f.mean, "std": f.std, "n_seeds": len(f.finite), "threshold": f.threshold, "side": f.side,
+        "unit": f.unit, "seeds": " ".join(map(str, f.seeds)),
+        "per_seed": " ".join("nan" if not math.isfinite(v) else f"{v:.6g}" for v in f.values),
+    } for f in found], columns=["key", "claim", "paper", "mini", "verdict", "mean", "std", "n_seeds", "threshold",
+                                "side", "unit", "seeds", "per_seed"])
+
+
+def setting_lines(mw: pd.DataFrame, titles: Mapping[str, str]) -> list[str]:
+    """The base model's misleading majorities, one line per benchmark (mean over seeds)."""
+    out = []
+    for bench, b in mw.groupby("benchmark", sort=False):
+        out.append(f"{titles.get(bench, bench)}: the base model's majority answer is wrong on "
+                   f"{100 * b['majority_wrong'].mean():.0f} % of the problems it answers "
+                   f"(no answer at all: {100 * b['no_answer'].mean():.0f} %; {len(b)} seed(s), "
+                   f"{int(b['n_problems'].iloc[0])} problems)")
+    return out
+
+
+def render_markdown(table: pd.DataFrame, setting: Sequence[str], title: str) -> str:
+    lines = [f"# {title}", "", "Verdict rule: " + RULE + ".", ""]
+    if setting:
+        lines += ["Setting:", "", *[f"- {s}" for s in setting], ""]
+    lines += ["| Claim | Paper | Mini (mean ± std across seeds) | Verdict |", "|---|---|---|---|"]
+    lines += [f"| {r.claim} | {r.paper} | {r.mini} | {r.verdict} |" for r in table.itertuples()]
+    return "\n".join(lines) + "\n"
+
+
+def _tex(s: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#"),
+                 ("±", r"$\pm$"), ("~", r"$\approx$"), ("^2", r"$^2$")):
+        s = s.replace(a, b)
+    return s
+
+
+def render_latex(table: pd.DataFrame, caption: str, label: str = "tab:findings") -> str:
+    body = [r"\begin{table*}[t]", r"\centering", rf"\caption{{{_tex(caption)}}}", rf"\label{{{label}}}",
+            r"\resizebox{\linewidth}{!}{", r"\begin{tabular}{p{7cm}p{4.2cm}p{3.6cm}l}", r"\toprule",
+            r"\textbf{Claim} & \textbf{Paper} & \textbf{Mini (mean $\pm$ std)} & \textbf{Verdict} \\", r"\midrule"]
+    body += [f"{_tex(r.claim)} & {_tex(r.paper)} & {_tex(r.mini)} & {_tex(r.verdict)} \\\\" for r in table.itertuples()]
+    body += [r"\bottomrule", r"\end{tabular}}", r"\end{table*}"]
+    return "\n".join(body) + "\n"
