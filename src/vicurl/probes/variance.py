@@ -55,7 +55,8 @@ def from_gradients(grads: torch.Tensor, kept: torch.Tensor) -> dict[str, float]:
         raise ValueError("the action variance needs K >= 2 rollouts per prompt")
     g = grads.double()
     gbar = g.mean(1)  # (P, d)
-    within = ((g - gbar[:, None]) ** 2).sum((1, 2)) / (k - 1)
+    # one prompt at a time: a (K, d) temporary instead of two of the whole (P, K, d) tensor
+    within = torch.stack([((g[i] - gbar[i]) ** 2).sum() for i in range(p)]) / (k - 1)
 
     def gbar_dist(sel: torch.Tensor) -> float:
         sub = gbar[sel]
