@@ -89,6 +89,22 @@ def _paper():
                          "curriculum": ["base", "none", "vicurl"], "mean": [0.203, 0.001, 0.342]})
 
 
+def test_curve_scores_average_every_evaluated_step_after_the_base():
+    c = F.curve_scores(_scores(), "pass@1", ["easy", "hard"]).set_index(["reward", "curriculum", "seed"])["score"]
+    assert c[("majority_vote", "vicurl", 0)] == pytest.approx(0.55)  # steps 10 and 20: 0.5 and 0.6
+    assert ("base", "base", 0) not in c.index
+
+
+def test_curve_claim_quotes_the_papers_aulc_ratio():
+    paper = pd.concat([_paper(), pd.DataFrame({
+        "table": "mechanism", "model": "m", "benchmark": "average", "metric": "aulc",
+        "reward": "majority_vote", "curriculum": ["none", "vicurl"], "mean": [1.0, 13.0]})])
+    out = {f.key: f for f in F.verifier_free_findings(_scores(), benchmarks=["easy", "hard"], paper=paper)}
+    curve = out["curve_gain/majority_vote"]
+    assert curve.values == pytest.approx([0.25, 0.26, 0.27]) and curve.paper == "AULC 13.0x TTRL's (mechanism, m)"
+    assert out["vicurl_gain/majority_vote"].paper == "+34.1 pp (main_results_part1, m)"  # the main table, not mechanism
+
+
 def test_final_scores_average_the_last_step_over_benchmarks():
     f = F.final_scores(_scores(), "pass@1", ["easy", "hard"]).set_index(["reward", "curriculum", "seed"])["score"]
     assert f[("oracle", "none", 0)] == pytest.approx(0.625)

@@ -17,10 +17,11 @@ study, model, metric = f["study"], f["model"], f["metric"]
 scores = pd.read_csv(inp.scores)
 scores = scores[(scores["model"] == model) & scores["study"].isin([study, "base"])]
 paper = load_paper_numbers(inp.paper)
-paper = paper[(paper["table"] == f["paper_table"]) & (paper["model"] == f["paper_model"])]
+paper = paper[paper["model"] == f["paper_model"]]
 train = pd.concat([pd.read_json(path, lines=True).assign(reward=r, curriculum=c, seed=s)
                    for path, (r, c, s) in zip(inp.metrics, p.runs, strict=True)], ignore_index=True)
-found = F.verifier_free_findings(scores, benchmarks=p.benchmarks, metric=metric, train_metrics=train, paper=paper)
+found = F.verifier_free_findings(scores, benchmarks=p.benchmarks, metric=metric, train_metrics=train, paper=paper,
+                                   paper_table=f["paper_table"])
 if inp.probes:
     found = F.variance_findings(pd.read_csv(inp.probes[0]), model) + found
 
