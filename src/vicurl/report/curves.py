@@ -107,7 +107,7 @@ def _draw_panel(ax, g: pd.DataFrame, metric: str, order: list[str], palette: dic
                      hue_order=[o for o in order if o in set(g["Curriculum"])], palette=palette,
                      estimator="mean", errorbar=_ERRORBAR[band], marker="o", markersize=3,
                      linewidth=1.4, ax=ax, legend=False)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))  # narrow panels: no overlapping tick labels
     ax.grid(True, alpha=0.3)
 
 
