@@ -5,6 +5,7 @@
 localrules:
     aggregate,
     study_scores,
+    table_scores,
     table,
     table_vs_paper,
     learning_curves,
@@ -47,13 +48,28 @@ rule study_scores:
         "../workflow_scripts/collect_scores.py"
 
 
-rule table:
-    """One table: the per-seed scores it reads, and only those (runs_lib.table_evaluations), then the
-    LaTeX and its cells."""
+rule table_scores:
+    """The per-seed scores one table reads, and only those (runs_lib.table_evaluations)."""
     input:
         lambda w: table_score_inputs(w.table),
     output:
-        scores=f"{R}/report/tables/{{table}}.scores.csv",
+        f"{R}/report/tables/{{table}}.scores.csv",
+    wildcard_constraints:
+        table=_alt(TABLES),
+    params:
+        keep=lambda w: runs_lib.table_evaluations(config, TABLES[w.table]),
+    log:
+        f"{R}/logs/report/table_{{table}}.scores.log",
+    conda:
+        "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/collect_scores.py"
+
+
+rule table:
+    input:
+        f"{R}/report/tables/{{table}}.scores.csv",
+    output:
         tex=report(f"{R}/report/tables/{{table}}.tex", caption=f"{CAPTIONS}/table.rst",
                    category="Tables", labels={"table": "{table}", "file": "LaTeX"}),
         cells=report(f"{R}/report/tables/{{table}}.cells.csv", caption=f"{CAPTIONS}/table_cells.rst",
@@ -62,7 +78,6 @@ rule table:
         table=_alt(TABLES),
     params:
         table=lambda w: TABLES[w.table],
-        keep=lambda w: runs_lib.table_evaluations(config, TABLES[w.table]),
     log:
         f"{R}/logs/report/table_{{table}}.log",
     conda:

@@ -1,4 +1,4 @@
-"""Rule study_scores: the per-seed score records they list (params.keep),
+"""Rules study_scores and table_scores: the per-seed score records they list (params.keep),
 read from the runs' ``scores.json``, in one CSV."""
 import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 from vicurl.io import atomic_path
