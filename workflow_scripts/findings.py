@@ -27,6 +27,7 @@ if inp.probes:
 
 answer_types = {b: str(schema.read(path)["answer_type"].iloc[0]) for b, path in zip(p.benchmarks, inp.benchmarks)}
 graded = pd.concat([pd.read_parquet(path).assign(seed=i) for i, path in enumerate(inp.base)], ignore_index=True)
+graded = graded[graded["benchmark"].isin(p.benchmarks)]  # a Base evaluation also holds the model's other studies' sets
 setting = F.setting_lines(F.majority_wrong(graded, answer_types), p.titles)
 
 table = F.to_frame(found)
