@@ -126,3 +126,17 @@ def test_read_scores_keeps_the_listed_evaluations(tmp_path):
     bad.write_text(json.dumps([{"study": "main"}]))
     with pytest.raises(ValueError, match="bad.json.*lacks identifying"):
         read_scores([bad])
+
+
+def test_read_metrics_tags_each_runs_rows(tmp_path):
+    from vicurl.report.aggregate import read_metrics
+
+    paths = []
+    for i, n in enumerate((2, 3)):
+        paths.append(tmp_path / f"m{i}.jsonl")
+        paths[-1].write_text("".join(f'{{"step": {t}, "reward/mean": {0.1 * t}}}\n' for t in range(1, n + 1)))
+    m = read_metrics(paths, [("entropy", "none", "0"), ("entropy", "vicurl", 1)])
+    assert len(m) == 5 and m["seed"].tolist() == [0, 0, 1, 1, 1]
+    assert m.loc[m["curriculum"] == "vicurl", "step"].tolist() == [1, 2, 3]
+    with pytest.raises(ValueError):
+        read_metrics(paths, [("entropy", "none", 0)])  # one run per file

@@ -6,6 +6,7 @@ import pandas as pd
 from vicurl.data import schema
 from vicurl.io import atomic_path, write_text
 from vicurl.report import findings as F
+from vicurl.report.aggregate import read_metrics
 from vicurl.report.paper import load_paper_numbers
 from vicurl.workflow import setup
 
@@ -18,8 +19,7 @@ scores = pd.read_csv(inp.scores)
 scores = scores[(scores["model"] == model) & scores["study"].isin([study, "base"])]
 paper = load_paper_numbers(inp.paper)
 paper = paper[paper["model"] == f["paper_model"]]
-train = pd.concat([pd.read_json(path, lines=True).assign(reward=r, curriculum=c, seed=s)
-                   for path, (r, c, s) in zip(inp.metrics, p.runs, strict=True)], ignore_index=True)
+train = read_metrics(inp.metrics, p.runs)
 found = F.verifier_free_findings(scores, benchmarks=p.benchmarks, metric=metric, train_metrics=train, paper=paper,
                                    paper_table=f["paper_table"])
 if inp.probes:

@@ -3,6 +3,7 @@ and the training curves of the same runs (training reward and oracle accuracy pe
 import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 import pandas as pd
 
+from vicurl.report.aggregate import read_metrics
 from vicurl.report.curves import learning_curves_grid, training_curves_grid
 from vicurl.runs import BASE
 from vicurl.workflow import setup
@@ -24,8 +25,7 @@ learning_curves_grid(
     data, [snakemake.output.png, snakemake.output.pdf], metrics=metrics, rewards=rewards, curricula=p.curricula,
     benchmarks=study["benchmarks"], band=band, titles=p.titles, title=f"{p.model_label} ({w.study})",
 )
-metrics_rows = pd.concat([pd.read_json(path, lines=True).assign(reward=r, curriculum=c, seed=s)
-                          for path, (r, c, s) in zip(snakemake.input.metrics, p.runs, strict=True)], ignore_index=True)
+metrics_rows = read_metrics(snakemake.input.metrics, p.runs)
 training_curves_grid(metrics_rows, [snakemake.output.train_png, snakemake.output.train_pdf], rewards=rewards,
                      curricula=p.curricula, band=band, title=f"{p.model_label} ({w.study}), training")
 log.info("learning curves of %s / %s: %d score rows, %d training steps", w.study, w.model, len(runs), len(metrics_rows))

@@ -91,6 +91,13 @@ def read_scores(paths: Iterable[str], keep: Iterable[Sequence] | None = None) ->
     return out
 
 
+def read_metrics(paths: Iterable[str], runs: Iterable[Sequence]) -> pd.DataFrame:
+    """The runs' per-step training metrics (``metrics.jsonl``) in one frame, each row tagged with
+    its run's ``reward, curriculum, seed`` (``runs``: one such triple per path, in order)."""
+    return pd.concat([pd.read_json(path, lines=True).assign(reward=r, curriculum=c, seed=int(s))
+                      for path, (r, c, s) in zip(paths, runs, strict=True)], ignore_index=True)
+
+
 def _summary(values: pd.Series) -> dict:
     v = values.dropna().to_numpy(dtype=np.float64)
     n = len(v)

@@ -214,39 +214,36 @@ def verifier_free_findings(scores: pd.DataFrame, *, benchmarks: Sequence[str], m
 
     mp = metric.replace("pass@", "Pass@")
     out = []
-    for reward in dict.fromkeys(final["reward"]):
-        if reward == "base" or run(reward, "vicurl").empty or run(reward, "none").empty:
-            continue
-        seeds, vals = _paired(run(reward, "vicurl"), run(reward, "none"))
-        out.append(Finding(f"vicurl_gain/{reward}",
-                           f"{L.reward_label(reward)} reward: VI-CuRL beats {L.row_label(reward, 'none')} ({mp}, last step)",
-                           _paper_diff(main, (reward, "vicurl"), (reward, "none"), metric), vals, seeds, 0.0,
-                           ">", "pp"))
-    for reward in dict.fromkeys(curve["reward"]):
-        if reward == "oracle" or run(reward, "vicurl", curve).empty or run(reward, "none", curve).empty:
-            continue
-        seeds, vals = _paired(run(reward, "vicurl", curve), run(reward, "none", curve))
-        out.append(Finding(f"curve_gain/{reward}",
-                           f"{L.reward_label(reward)} reward: VI-CuRL keeps a higher {mp} than "
-                           f"{L.row_label(reward, 'none')} across training (mean over the evaluated checkpoints)",
-                           _paper_aulc(paper, reward), vals, seeds, 0.0, ">", "pp"))
-    for reward in dict.fromkeys(final["reward"]):
-        if reward in ("base", "oracle") or run(reward, "none").empty or run("base", "base").empty:
-            continue
-        seeds, vals = _paired(run(reward, "none"), run("base", "base"))
-        out.append(Finding(f"collapse/{reward}",
-                           f"{L.reward_label(reward)} reward: {L.row_label(reward, 'none')} ends below the base model ({mp})",
-                           _paper_diff(main, (reward, "none"), ("base", "base"), metric), vals, seeds, 0.0,
-                           "<", "pp"))
-    if train is not None:
-        for reward in dict.fromkeys(train["reward"]):
-            if reward == "oracle" or run(reward, "vicurl", train).empty or run(reward, "none", train).empty:
+
+    def versus(table, key, claim, paper_of, a, b, side, skip=("base",)):
+        """A finding per reward with runs a and b (curricula, or ``base``) in ``table``: a - b per seed."""
+        for reward in dict.fromkeys(table["reward"]):
+            ra, rb = (run("base", "base", table) if c == "base" else run(reward, c, table) for c in (a, b))
+            if reward in skip or ra.empty or rb.empty:
                 continue
-            seeds, vals = _paired(run(reward, "vicurl", train), run(reward, "none", train))
-            out.append(Finding(f"train_accuracy/{reward}",
-                               f"{L.reward_label(reward)} reward: VI-CuRL ends with a higher training accuracy than "
-                               f"{L.row_label(reward, 'none')} (oracle-checked, last {TRAIN_TAIL:.0%} of steps)",
-                               "collapse of the baselines (Sec. 1, 5.2), no number", vals, seeds, 0.0, ">", "pp"))
+            seeds, vals = _paired(ra, rb)
+            out.append(Finding(f"{key}/{reward}", claim(reward), paper_of(reward), vals, seeds, 0.0, side, "pp"))
+
+    def baseline(reward):
+        return L.row_label(reward, "none")
+
+    versus(final, "vicurl_gain",
+           lambda r: f"{L.reward_label(r)} reward: VI-CuRL beats {baseline(r)} ({mp}, last step)",
+           lambda r: _paper_diff(main, (r, "vicurl"), (r, "none"), metric), "vicurl", "none", ">")
+    versus(curve, "curve_gain",
+           lambda r: f"{L.reward_label(r)} reward: VI-CuRL keeps a higher {mp} than {baseline(r)} across training "
+                     f"(mean over the evaluated checkpoints)",
+           lambda r: _paper_aulc(paper, r), "vicurl", "none", ">", skip=("oracle",))
+    versus(final, "collapse",
+           lambda r: f"{L.reward_label(r)} reward: {baseline(r)} ends below the base model ({mp})",
+           lambda r: _paper_diff(main, (r, "none"), ("base", "base"), metric), "none", "base", "<",
+           skip=("base", "oracle"))
+    if train is not None:
+        versus(train, "train_accuracy",
+               lambda r: f"{L.reward_label(r)} reward: VI-CuRL ends with a higher training accuracy than "
+                         f"{baseline(r)} (oracle-checked, last {TRAIN_TAIL:.0%} of steps)",
+               lambda r: "collapse of the baselines (Sec. 1, 5.2), no number", "vicurl", "none", ">",
+               skip=("oracle",))
     return out
 
 
