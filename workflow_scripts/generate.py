@@ -4,7 +4,10 @@ one benchmark, or on each of its benchmarks from one model load, or of every che
 
 A problem whose prompt the model's context cannot hold with the whole response budget is dropped
 and counted (in the samples file's metadata; grading records the count) or refuses the job,
-naming the dataset and the row, as its dataset's `on_bad_row` says (vicurl.long_prompts)."""
+naming the dataset and the row, as its dataset's `on_bad_row` says (vicurl.long_prompts).
+
+The job runs under `if __name__ == "__main__"`: vLLM starts its engine in a spawned process, which
+imports this file again (as `__mp_main__`, without Snakemake's `snakemake` object)."""
 import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
 from vicurl.data import schema
 from vicurl.evaluation.engines import generate_sets_with
@@ -13,14 +16,10 @@ from vicurl.long_prompts import fit_sets
 from vicurl.settings import SamplingSettings
 from vicurl.workflow import setup
 
-log = setup(snakemake)
-ev, p, w = snakemake.params.eval, snakemake.params, snakemake.wildcards
-paths = dict(zip(p.benchmarks, snakemake.input.problems, strict=True))
-problems = {b: schema.read(path) for b, path in paths.items()}
 
-
-def generate(model_dir: str, step: int):
+def generate(snakemake, log, problems: dict, paths: dict, model_dir: str, step: int):
     """Every benchmark's records of one checkpoint, and what was left out as too long for it."""
+    ev, p, w = snakemake.params.eval, snakemake.params, snakemake.wildcards
     problem_sets, long_prompts = fit_sets(
         model_dir, problems, max_new_tokens=ev["max_new_tokens"], policies=p.on_bad_row,
         prompt_order=p.prompt_order, chat_template=p.chat_template,
@@ -37,15 +36,25 @@ def generate(model_dir: str, step: int):
     return records, long_prompts
 
 
-out = snakemake.output[0]
-if snakemake.rule == "generate_run":  # the run's file: every checkpoint it owns, with a `step` column
-    by_step = {int(step): generate(model_dir, int(step)) for step, model_dir in p.model_dir.items()}
-    write_records(combine_steps({step: combine(records) for step, (records, _) in by_step.items()}), out,
-                  meta={"steps": {str(step): {"long_prompts": dropped} for step, (_, dropped) in by_step.items()}})
-else:
-    records, long_prompts = generate(p.model_dir, int(w.step))
-    if snakemake.rule == "generate":  # one benchmark's file
-        write_records(records[w.bench], out, meta={"long_prompts": {w.bench: long_prompts[w.bench]}})
-    else:  # the checkpoint's file: every benchmark, with a `benchmark` column
-        write_records(combine(records), out, meta={"long_prompts": long_prompts})
-log.info("-> %s", out)
+def main(snakemake):
+    log = setup(snakemake)
+    p, w = snakemake.params, snakemake.wildcards
+    paths = dict(zip(p.benchmarks, snakemake.input.problems, strict=True))
+    problems = {b: schema.read(path) for b, path in paths.items()}
+    out = snakemake.output[0]
+    if snakemake.rule == "generate_run":  # the run's file: every checkpoint it owns, with a `step` column
+        by_step = {int(step): generate(snakemake, log, problems, paths, model_dir, int(step))
+                   for step, model_dir in p.model_dir.items()}
+        write_records(combine_steps({step: combine(records) for step, (records, _) in by_step.items()}), out,
+                      meta={"steps": {str(step): {"long_prompts": dropped} for step, (_, dropped) in by_step.items()}})
+    else:
+        records, long_prompts = generate(snakemake, log, problems, paths, p.model_dir, int(w.step))
+        if snakemake.rule == "generate":  # one benchmark's file
+            write_records(records[w.bench], out, meta={"long_prompts": {w.bench: long_prompts[w.bench]}})
+        else:  # the checkpoint's file: every benchmark, with a `benchmark` column
+            write_records(combine(records), out, meta={"long_prompts": long_prompts})
+    log.info("-> %s", out)
+
+
+if __name__ == "__main__":
+    main(snakemake)  # noqa: F821 (Snakemake defines it)

@@ -22,15 +22,18 @@ def setup(snakemake, history: str | Path | None = None) -> logging.Logger:
     earlier = Path(history).read_text() if history is not None and Path(history).exists() else ""
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        if earlier:
-            stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            log_path.write_text(earlier + f"==== {stamp}: a new job of this run starts (above: the earlier jobs' log) ====\n")
-        handlers.append(logging.FileHandler(log_path, mode="a" if earlier else "w"))
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        log_path.write_text(earlier + f"==== {stamp}: a new job of this run starts (above: the earlier jobs' log) ====\n"
+                            if earlier else "")
+        # appending: a handler in mode "w" stays shut once closed, and a library that configures logging
+        # closes every handler (vLLM's import calls logging.config.dictConfig); this one reopens its file
+        handlers.append(logging.FileHandler(log_path, mode="a"))
     if history is not None:
         Path(history).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(history, mode="a"))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", handlers=handlers, force=True)
     logging.captureWarnings(True)
+    sys.excepthook = _log_failure  # the traceback of a failing job in its log, where Snakemake points
     n = int(getattr(snakemake, "threads", 1) or 1)
     # cheap rules never import torch; for the others, pin the threads whether torch is loaded yet or not
     os.environ["OMP_NUM_THREADS"] = str(n)
@@ -39,6 +42,10 @@ def setup(snakemake, history: str | Path | None = None) -> logging.Logger:
     if os.environ.get(IMPORTS_LOG):
         atexit.register(_record_job, Path(os.environ[IMPORTS_LOG]), snakemake.rule)
     return logging.getLogger(f"vicurl.{snakemake.rule}")
+
+
+def _log_failure(exc_type, exc, tb) -> None:
+    logging.getLogger("vicurl").error("the job failed", exc_info=(exc_type, exc, tb))
 
 
 #: set to a folder, every job writes there at exit how long its process lived and the modules it

@@ -30,6 +30,18 @@ from vicurl.long_prompts import generation_prompts, model_context
 from vicurl.prompts import prompt_token_ids
 from vicurl.settings import SamplingSettings
 
+# Every name of vLLM the project uses (here and in the tests), with the parameters or attributes it
+# relies on: one list, checked against the installed vLLM by tests/gpu_path/test_vllm_engine.py
+# (docs/verl.md: which versions were checked).
+VLLM_NAMES = {
+    "LLM": ("model", "seed"),  # vllm.LLM(model, seed, **eval.vllm): the engine arguments pass through
+    "LLM.generate": ("prompts", "sampling_params", "use_tqdm"),  # outputs in the prompts' order
+    "SamplingParams": ("n", "temperature", "top_p", "max_tokens", "seed"),
+    "TokensPrompt": ("prompt_token_ids",),  # a prompt given as token ids, taken as is
+    "RequestOutput": ("outputs", "prompt_token_ids"),
+    "CompletionOutput": ("text", "token_ids", "finish_reason"),  # finish_reason "length": cut at max_tokens
+}
+
 
 def generate_records_vllm(model_dir: str, problems: pd.DataFrame, sampling: SamplingSettings, **kw) -> pd.DataFrame:
     """The records of one problem set; keywords as ``generate_sets_vllm``."""
@@ -42,15 +54,18 @@ def generate_sets_vllm(
     sampling: SamplingSettings,
     *,
     engine_args: dict[str, Any] | None = None,
+    llm=None,
 ) -> dict[str, pd.DataFrame]:
     """The records of several problem sets (benchmarks), by name, from one engine and one
     ``generate`` call (vLLM batches across sets). Problem i of a set is seeded ``sampling.seed + i`` as when
     the set is generated alone. ``engine_args``: keyword arguments of ``vllm.LLM``
     (tensor_parallel_size, gpu_memory_utilization, max_model_len, dtype, ...). A prompt longer than the
     context vLLM serves minus ``max_new_tokens`` is refused, naming the set and the row, as on the CPU
-    path (the caller drops such problems first where their dataset says so: ``vicurl.long_prompts.fit_sets``)."""
+    path (the caller drops such problems first where their dataset says so: ``vicurl.long_prompts.fit_sets``).
+    ``llm``: an engine ``start_engine(model_dir, ..., engine_args)`` started, reused (the samples depend on
+    the requests' seeds only); by default one is started and shut down."""
     from transformers import AutoConfig, AutoTokenizer
-    from vllm import LLM, SamplingParams  # only in the GPU environment
+    from vllm import SamplingParams  # only in the GPU environment (and vLLM's CPU build)
 
     s = sampling
     for problems in problem_sets.values():
@@ -64,10 +79,17 @@ def generate_sets_vllm(
         prompts += [tokens_prompt(tokenizer, text) for text in texts]
         params += [SamplingParams(n=s.n, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_new_tokens,
                                   seed=int(s.seed) + i) for i in range(len(problems))]
-    llm = LLM(model=str(model_dir), seed=int(s.seed), **(engine_args or {}))
-    outputs = iter(llm.generate(prompts, params))
+    llm = llm if llm is not None else start_engine(model_dir, s.seed, engine_args)
+    outputs = iter(llm.generate(prompts, params, use_tqdm=False))
     return {name: _records(problems, [next(outputs) for _ in range(len(problems))], s.n)
             for name, problems in problem_sets.items()}
+
+
+def start_engine(model_dir: str, seed: int, engine_args: dict[str, Any] | None = None):
+    """``vllm.LLM`` on ``model_dir`` (``engine_args``: the config's ``eval.vllm``)."""
+    from vllm import LLM
+
+    return LLM(model=str(model_dir), seed=int(seed), **(engine_args or {}))
 
 
 def tokens_prompt(tokenizer, text: str) -> dict[str, list[int]]:

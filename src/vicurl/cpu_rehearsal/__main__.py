@@ -1,0 +1,3 @@
+from vicurl.cpu_rehearsal import main
+
+main()

@@ -1,0 +1,280 @@
+"""The evaluation's vLLM path on vLLM's real engine (its CPU build), through the project's own code,
+on the demo's tiny base model: what vLLM does with the prompts and requests the project builds.
+
+One engine serves the module (an engine start is about 25 s here); the samples depend only on the
+requests' seeds, which a fresh engine checks (``test_prompt_stats_*``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from vicurl.curriculum.prompt_stats import COLUMNS, offline_statistics, prompt_statistics
+from vicurl.engines.rollout import sequence_logprobs
+from vicurl.evaluation.generate import generate_sets, load_model
+from vicurl.evaluation.grade import grade_records
+from vicurl.evaluation.vllm_generate import VLLM_NAMES, generate_records_vllm, generate_sets_vllm, start_engine, tokens_prompt
+from vicurl.long_prompts import generation_prompts, model_context
+from vicurl.prompts import build_prompt
+from vicurl.sampling import Rollouts, left_padded, sample
+from vicurl.settings import SamplingSettings
+
+pytestmark = pytest.mark.vllm
+
+ROOT = Path(__file__).resolve().parents[2]
+EVAL = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())["eval"]
+Z_MAX = 3.5  # two generators of one distribution: |z| > 3.5 with probability 5e-4
+
+
+def eval_sampling(n: int = EVAL["n_samples"], seed: int = 0, **kw) -> SamplingSettings:
+    """The demo's evaluation sampling (config/demo.yaml `eval`)."""
+    return SamplingSettings(n=n, temperature=EVAL["temperature"], top_p=EVAL["top_p"],
+                            max_new_tokens=EVAL["max_new_tokens"], seed=seed, **kw)
+
+
+@pytest.fixture(scope="module")
+def engine(vllm, tiny_model_dir, engine_args):
+    return start_engine(tiny_model_dir, 0, engine_args)
+
+
+@pytest.fixture(scope="module")
+def benchmarks(demo_splits):
+    """The demo's two benchmarks."""
+    return {"arith_easy": demo_splits["arith_easy"], "arith_hard": demo_splits["arith_hard"]}
+
+
+class Recorder:
+    """The engine, keeping what it returned to the project's code for the test to read."""
+
+    def __init__(self, llm):
+        self.llm, self.outputs = llm, None
+
+    def generate(self, prompts, params, **kw):
+        self.outputs = self.llm.generate(prompts, params, **kw)
+        return self.outputs
+
+
+def paired_z(a: pd.Series, b: pd.Series, n_a: int, n_b: int) -> tuple[float, float]:
+    """(z, standard error) of the mean over problems of the difference of two pass rates, each from
+    n_a / n_b independent samples per problem. If both generators sample one distribution, a problem's
+    two rates share a p_i, so Var(a_i - b_i) = p_i (1 - p_i) (1/n_a + 1/n_b), p_i pooled."""
+    a, b = a.sort_index(), b.sort_index()
+    assert list(a.index) == list(b.index)
+    p = (a * n_a + b * n_b) / (n_a + n_b)
+    se = math.sqrt(float((p * (1 - p) * (1 / n_a + 1 / n_b)).sum())) / len(a)
+    d = float((a - b).mean())
+    return (d / se if se > 0 else (0.0 if d == 0 else math.inf)), se
+
+
+# ---------------------------------------------------------------- the names the project uses
+
+
+def test_the_vllm_names_the_project_uses_exist_with_their_meaning(vllm, engine, tiny_model_dir):
+    """Every name in ``VLLM_NAMES`` (the one list; docs/verl.md says which vLLM versions were checked):
+    the constructors' and ``generate``'s parameters, the token prompt's key, the outputs' attributes on a
+    real output; and every ``eval.vllm`` key of the repository's configs is an engine argument."""
+    from dataclasses import fields
+
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.inputs import TokensPrompt
+    from vllm.outputs import CompletionOutput, RequestOutput
+
+    classes = {"LLM": vllm.LLM.__init__, "LLM.generate": vllm.LLM.generate}
+    for name, fn in classes.items():
+        params = inspect.signature(fn).parameters
+        assert set(VLLM_NAMES[name]) <= set(params), (name, sorted(params))
+    assert any(p.kind is p.VAR_KEYWORD for p in inspect.signature(vllm.LLM.__init__).parameters.values())
+    assert set(VLLM_NAMES["SamplingParams"]) <= set(vllm.SamplingParams.__struct_fields__)
+    assert set(VLLM_NAMES["TokensPrompt"]) <= set(TokensPrompt.__annotations__)
+    out = engine.generate([{"prompt_token_ids": [5, 6, 7]}], vllm.SamplingParams(n=2, max_tokens=4, seed=0),
+                          use_tqdm=False)[0]
+    assert isinstance(out, RequestOutput) and isinstance(out.outputs[0], CompletionOutput)
+    for attr in VLLM_NAMES["RequestOutput"]:
+        assert hasattr(out, attr)
+    for attr in VLLM_NAMES["CompletionOutput"]:
+        assert hasattr(out.outputs[0], attr)
+    engine_fields = {f.name for f in fields(EngineArgs)}
+    for config in sorted((ROOT / "config").glob("*.yaml")):
+        keys = set((((yaml.safe_load(config.read_text()) or {}).get("eval") or {}).get("vllm") or {}))
+        assert keys <= engine_fields, (config.name, keys - engine_fields)
+
+
+# ---------------------------------------------------------------- log-probs and records
+
+
+def test_vllm_logprobs_equal_the_cpu_paths_on_the_same_completions(vllm, engine, tiny_model_dir, benchmarks):
+    """The log-prob vLLM reports for each sampled token equals the one the training code computes
+    (``vicurl.engines.rollout.sequence_logprobs``, transformers, float32) for the same prompt ids and
+    completion: the engine serves the model the trainer trains. vLLM reports log-probs before the
+    temperature (its default ``raw_logprobs``), so the samples are drawn at temperature 1. Also the
+    records' fields: the text is the completion's ids decoded as the CPU path decodes them, and the
+    token count includes the EOS, as the CPU path's response mask does."""
+    model, tok = load_model(tiny_model_dir, "cpu")
+    problems = pd.concat([benchmarks["arith_easy"].head(10), benchmarks["arith_hard"].head(10)])
+    prompts = generation_prompts(problems, tok, model_context(model.config), 64, prompt_order="question_first",
+                                 chat_template=False)
+    requests = [tokens_prompt(tok, p) for p in prompts]
+    outs = engine.generate(requests, vllm.SamplingParams(n=4, temperature=1.0, top_p=1.0, max_tokens=64, seed=3,
+                                                         logprobs=0), use_tqdm=False)
+    prompt_ids, completions, vllm_lp = [], [], []
+    for req, out in zip(requests, outs):
+        assert list(out.prompt_token_ids) == req["prompt_token_ids"]
+        for c in out.outputs:
+            ids = list(c.token_ids)
+            prompt_ids.append(req["prompt_token_ids"])
+            completions.append(ids)
+            vllm_lp.append([pos[t].logprob for pos, t in zip(c.logprobs, ids)])
+            assert c.text == tok.decode(ids, skip_special_tokens=True)
+            assert (c.finish_reason == "stop") == (ids[-1] == tok.eos_token_id)  # EOS counted in n_tokens
+            assert c.finish_reason in ("stop", "length") and (c.finish_reason == "stop" or len(ids) == 64)
+    p_ids, p_mask = left_padded(prompt_ids, tok.pad_token_id)
+    width = max(len(c) for c in completions)
+    r_ids = torch.full((len(completions), width), tok.pad_token_id, dtype=torch.long)
+    r_mask = torch.zeros_like(r_ids)
+    for i, c in enumerate(completions):
+        r_ids[i, : len(c)], r_mask[i, : len(c)] = torch.tensor(c), 1
+    ro = Rollouts(p_ids, p_mask, r_ids, r_mask, [""] * len(completions), torch.zeros(len(completions), dtype=torch.bool))
+    with torch.no_grad():
+        ours, _ = sequence_logprobs(model, ro, slice(None), temperature=1.0, with_entropy=False)
+    diffs = torch.cat([(ours[i, : len(lp)] - torch.tensor(lp)).abs() for i, lp in enumerate(vllm_lp)])
+    assert len(diffs) > 1000  # 80 completions
+    print(f"log-prob agreement: {len(diffs)} tokens, largest difference {float(diffs.max()):.2e}")
+    assert float(diffs.max()) < 1e-4, float(diffs.max())
+
+
+# ---------------------------------------------------------------- seeds and batches
+
+
+def test_same_seeds_same_samples_whatever_else_shares_the_batch(engine, tiny_model_dir, benchmarks):
+    """``generate_sets_vllm`` on the real engine: a rerun gives the same records; a benchmark's records
+    are the same generated with the other benchmark in the batch or alone, and a problem's samples the
+    same when the problems after it are left out (problem i's request is seeded seed + i)."""
+    s = eval_sampling(seed=11)
+    both = generate_sets_vllm(tiny_model_dir, benchmarks, s, llm=engine)
+    again = generate_sets_vllm(tiny_model_dir, benchmarks, s, llm=engine)
+    for name in benchmarks:
+        pd.testing.assert_frame_equal(both[name], again[name])
+    alone = generate_records_vllm(tiny_model_dir, benchmarks["arith_hard"], s, llm=engine)
+    pd.testing.assert_frame_equal(alone, both["arith_hard"])
+    head = generate_records_vllm(tiny_model_dir, benchmarks["arith_easy"].head(7), s, llm=engine)
+    pd.testing.assert_frame_equal(head, both["arith_easy"].head(7 * s.n))
+    other_seed = generate_records_vllm(tiny_model_dir, benchmarks["arith_easy"], eval_sampling(seed=12), llm=engine)
+    assert list(other_seed["text"]) != list(both["arith_easy"]["text"])
+
+
+# ---------------------------------------------------------------- prompts as token ids
+
+
+def test_vllm_takes_the_token_prompts_as_they_are_no_bos_added(vllm, bos_model_dir, engine_args):
+    """A tokenizer that adds a BOS and a chat template that renders one: vLLM's engine conditions on
+    exactly the ids the CPU sampler conditions on (one BOS, the template's); a string prompt would
+    have got a second one (vLLM tokenizes it with special tokens)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(bos_model_dir)
+    bos = tok.bos_token_id
+    problems = pd.DataFrame({"id": ["a", "b"], "question": ["Compute 1 + 1.", "Compute 2 + 3."]})
+    s = SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=4, seed=0, chat_template=True)
+    llm = Recorder(start_engine(bos_model_dir, 0, engine_args))
+    records = generate_records_vllm(bos_model_dir, problems, s, llm=llm)
+    assert len(records) == 4
+    texts = [build_prompt(q, tokenizer=tok, chat_template=True) for q in problems["question"]]
+    ro = sample(AutoModelForCausalLM.from_pretrained(bos_model_dir), tok, texts, 2, temperature=1.0, max_new_tokens=3,
+                seed=0)
+    for j, out in enumerate(llm.outputs):
+        ids = list(out.prompt_token_ids)
+        assert ids.count(bos) == 1 and ids[0] == bos
+        assert ro.prompt_ids[2 * j][ro.prompt_mask[2 * j].bool()].tolist() == ids
+    (from_text,) = llm.llm.generate([texts[0]], _params(n=1), use_tqdm=False)
+    assert list(from_text.prompt_token_ids) == [bos] + list(llm.outputs[0].prompt_token_ids)
+
+
+def _params(**kw):
+    from vllm import SamplingParams
+
+    return SamplingParams(max_tokens=2, seed=0, **kw)
+
+
+# ---------------------------------------------------------------- prompts too long for the context
+
+
+def test_a_prompt_too_long_for_the_response_budget_never_reaches_vllm(vllm, engine, tiny_model_dir, engine_args):
+    """Left to vLLM, a prompt that leaves less than ``max_new_tokens`` of the context is answered with a
+    cut response, without an error; the project refuses it first, naming the set and the row."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    context = engine_args["max_model_len"]
+
+    def n_prompt(question):
+        return len(tokens_prompt(tok, build_prompt(question))["prompt_token_ids"])
+
+    # the shortest sum of ones whose prompt leaves the response 8 to 63 tokens of the context
+    long = next(q for q in ("Compute " + " + ".join(["1"] * k) + "." for k in range(1, 200))
+                if context - 64 < n_prompt(q) <= context - 8)
+    problems = pd.DataFrame({"id": ["short", "long"], "question": ["Compute 1 + 1.", long]})
+    budget = context - n_prompt(long)
+    (out,) = engine.generate([tokens_prompt(tok, build_prompt(long))],
+                             vllm.SamplingParams(n=1, temperature=1.0, max_tokens=64, seed=0, ignore_eos=True),
+                             use_tqdm=False)
+    assert len(out.outputs[0].token_ids) == budget < 64 and out.outputs[0].finish_reason == "length"
+    s = SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=64, seed=0)
+    with pytest.raises(ValueError, match=rf"arith: 1 prompt\(s\) longer than {engine_args['max_model_len'] - 64} tokens"
+                                         r".*'long'.*datasets.arith.on_bad_row: drop"):
+        generate_sets_vllm(tiny_model_dir, {"arith": problems}, s, engine_args=engine_args, llm=engine)
+
+
+# ---------------------------------------------------------------- the two generators agree
+
+
+def test_prompt_stats_through_vllm_write_what_the_transformers_path_writes(vllm, engine, tiny_model_dir, demo_splits,
+                                                                           engine_args):
+    """Rule prompt_stats with ``eval.engine: vllm`` (its own engine, as the rule starts one) against the
+    transformers path on the same training prompts: the same columns and prompts (the over-long one
+    dropped by both), pass rates within sampling error; and its samples are the shared engine's for the
+    same requests (a fresh engine reproduces them)."""
+    train = demo_splits["arith_train"].head(64)
+    long = train.iloc[[0]].assign(id="too-long", question="Compute " + " + ".join(["1"] * 100) + ".")
+    problems = pd.concat([train, long], ignore_index=True)
+    settings = {"k": 8, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 64, "batch_size": 256, "seed": 5}
+    kw = dict(dataset="arith_train", on_bad_row="drop")
+    with_vllm = offline_statistics(tiny_model_dir, problems, settings, engine="vllm", vllm_args=engine_args, **kw)
+    with_hf = offline_statistics(tiny_model_dir, problems, settings, engine="transformers", device="cpu", **kw)
+    assert list(with_vllm.columns) == list(with_hf.columns) == COLUMNS
+    assert list(with_vllm["id"]) == list(with_hf["id"]) == list(train["id"])
+    assert set(with_vllm["k"]) == {8}
+    z, se = paired_z(with_vllm.set_index("id")["pass_rate"], with_hf.set_index("id")["pass_rate"], 8, 8)
+    print(f"prompt_stats pass rate: vLLM {with_vllm['pass_rate'].mean():.3f}, transformers "
+          f"{with_hf['pass_rate'].mean():.3f}, z {z:.2f}, standard error {se:.4f}")
+    assert abs(z) < Z_MAX, (z, se, with_vllm["pass_rate"].mean(), with_hf["pass_rate"].mean())
+    assert 0.05 < with_vllm["pass_rate"].mean() < 0.95  # the test has something to compare
+
+    s = SamplingSettings(n=8, temperature=1.0, top_p=1.0, max_new_tokens=64, seed=5)
+    shared = generate_records_vllm(tiny_model_dir, train, s, llm=engine)
+    pd.testing.assert_frame_equal(prompt_statistics(grade_records(shared, train)), with_vllm)
+
+
+def test_pass1_of_the_demo_benchmarks_agrees_between_the_generators(engine, tiny_model_dir, benchmarks):
+    """Pass@1 of the base model on the demo's two benchmarks (40 problems each, the demo's evaluation
+    sampling, 16 samples per problem) from vLLM and from transformers. The test: the mean per-problem
+    difference of the pass rates over its standard error under "one distribution" (``paired_z``),
+    |z| < 3.5. Its power: the standard error is about 1.6 points here, so a true difference of
+    (3.5 + 0.84) x 1.6, about 7 points, is caught 80 % of the time (the bugs it guards against, a
+    doubled BOS, a temperature or top-p not applied, move Pass@1 by more)."""
+    s = eval_sampling(n=16, seed=21)
+    v = generate_sets_vllm(tiny_model_dir, benchmarks, s, llm=engine)
+    t = generate_sets(tiny_model_dir, benchmarks, s, batch_size=512, device="cpu")
+    for name, problems in benchmarks.items():
+        pv = grade_records(v[name], problems).groupby("problem_id")["correct"].mean()
+        pt = grade_records(t[name], problems).groupby("problem_id")["correct"].mean()
+        z, se = paired_z(pv, pt, 16, 16)
+        print(f"{name}: Pass@1 vLLM {pv.mean():.3f}, transformers {pt.mean():.3f}, z {z:.2f}, standard error {se:.4f}")
+        assert se < 0.03, (name, se)
+        assert abs(z) < Z_MAX, (name, z, pv.mean(), pt.mean())
