@@ -7,7 +7,7 @@ VLLM_PY   := $(VLLM_VENV)/bin/python
 CORES ?= all
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-vllm demo mini test test-main test-gpu-path clean-demo
+.PHONY: setup setup-vllm demo mini rehearse test test-main test-gpu-path clean-demo
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -36,6 +36,12 @@ demo: setup
 ## make mini: the mini reproduction (config/mini.yaml, about 40 min on 2 cores) -> results/mini/
 mini: setup
 	$(VENV)/bin/snakemake all --cores $(CORES) --replace-workflow-config --configfile config/mini.yaml
+
+## make rehearse: config/gpu_smoke.yaml on this CPU, stand-ins for the Hub's model and data (docs/verl.md)
+## -> results/gpu_smoke_cpu/. Training runs on the local engine until verl's loop runs on a CPU here.
+REHEARSE_ARGS ?= --config engine=local
+rehearse: setup-vllm
+	$(VLLM_PY) -m vicurl.cpu_rehearsal run all --cores $(CORES) $(REHEARSE_ARGS)
 
 ## make test: the test suite in .venv, then the tests of the GPU path's libraries (vLLM, verl's loop) in .venv-vllm
 test: test-main test-gpu-path

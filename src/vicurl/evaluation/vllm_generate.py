@@ -92,6 +92,36 @@ def start_engine(model_dir: str, seed: int, engine_args: dict[str, Any] | None =
     return LLM(model=str(model_dir), seed=int(seed), **(engine_args or {}))
 
 
+def missing_vllm_names(config_files=()) -> dict[str, list[str]]:
+    """The parameters and attributes of ``VLLM_NAMES`` that the importable vLLM lacks, by name, and
+    the ``eval.vllm`` keys of ``config_files`` that are not its engine arguments, by file name (empty
+    when everything is there). Reads signatures and class fields; starts no engine."""
+    import inspect
+    from dataclasses import fields
+    from pathlib import Path
+
+    import vllm
+    import yaml
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.inputs import TokensPrompt
+    from vllm.outputs import CompletionOutput, RequestOutput
+
+    have = {
+        "LLM": inspect.signature(vllm.LLM.__init__).parameters,
+        "LLM.generate": inspect.signature(vllm.LLM.generate).parameters,
+        "SamplingParams": vllm.SamplingParams.__struct_fields__,
+        "TokensPrompt": TokensPrompt.__annotations__,
+        "RequestOutput": inspect.signature(RequestOutput.__init__).parameters,
+        "CompletionOutput": {f.name for f in fields(CompletionOutput)},
+    }
+    missing = {name: sorted(set(VLLM_NAMES[name]) - set(have[name])) for name in VLLM_NAMES}
+    engine_args = {f.name for f in fields(EngineArgs)}
+    for path in map(Path, config_files):
+        keys = (((yaml.safe_load(path.read_text()) or {}).get("eval") or {}).get("vllm") or {})
+        missing[path.name] = sorted(set(keys) - engine_args)
+    return {name: m for name, m in missing.items() if m}
+
+
 def tokens_prompt(tokenizer, text: str) -> dict[str, list[int]]:
     """vLLM's TokensPrompt (a plain dict) of a prompt text: the ids the CPU sampler conditions on."""
     return {"prompt_token_ids": prompt_token_ids(tokenizer, text)}
