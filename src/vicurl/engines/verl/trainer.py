@@ -156,6 +156,9 @@ class VICuRLTrainer(RayPPOTrainer):
         rb = self._vicurl_rollout(prompt_ids)
         dp = self._get_dp_size(self.actor_rollout_wg, "actor")
         padded, pad = pad_dataproto_to_divisor(rb, dp)
+        # what fit sets on a step's batch before its old-policy pass (verl 0.9.1 ray_trainer.py:1553): the
+        # workers report the pass's mfu from it, and _compute_old_log_prob reads that metric
+        padded.meta_info["global_token_num"] = torch.sum(padded.batch["attention_mask"], dim=-1).tolist()
         r_old, _ = super()._compute_old_log_prob(padded)
         r_old = unpad_dataproto(r_old, pad)
         replayed = hook.score_part(rb, r_old.batch["entropys"])  # the rewards go into rb's rm_scores
