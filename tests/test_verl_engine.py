@@ -220,6 +220,13 @@ def test_rewards_advantages_and_weights_equal_the_local_engine(reward, curriculu
     # fit(): extract_reward, then the old-policy pass (our override), then the scores -> advantages
     reward_tensor, _ = extract_reward(batch)
     old, _ = trainer._compute_old_log_prob(batch)
+    # rows of dropped prompts have left the batch (train.skip_dropped), and the reward tensor fit holds
+    subset = trainer._hook.pending.row_subset
+    if subset is not None:
+        w_full = seq_w[rows]
+        assert (w_full[torch.as_tensor(subset)] != 0).sum() == (w_full != 0).sum()  # every kept row is there
+        assert len(subset) < len(rows) and len(batch) == len(subset) == len(reward_tensor)
+        rows = rows[torch.as_tensor(subset)]
     mask = part.rollouts.response_mask[rows].float()  # verl's layout: zeros past the response
     torch.testing.assert_close(old.batch["old_log_probs"], part.old_lp[rows] * mask)
     torch.testing.assert_close(old.batch["entropys"], part.entropys[rows] * mask)
@@ -245,8 +252,9 @@ def test_rewards_advantages_and_weights_equal_the_local_engine(reward, curriculu
             assert logged["curriculum/beta_target"] == 1.0
     assert f"reward/{reward}/mean" in logged and logged["actor/pg_loss"] == pytest.approx(0.2)
     sent = trainer.actor_rollout_wg.sent
-    n = B * G
+    n = B * G  # the loss normalizer counts every sequence of the batch, also when dropped ones left it
     scale = n / tu.get(sent, "global_batch_size")
+    assert tu.get(sent, "mini_batch_size") == len(rows)  # one optimizer step: the rows there are
     loss_mask = sent["response_mask"]
     kept = loss_mask.sum(-1) > 0
     is_w = sent["rollout_is_weights"][:, 0]
@@ -256,7 +264,7 @@ def test_rewards_advantages_and_weights_equal_the_local_engine(reward, curriculu
     if weight_kl:
         torch.testing.assert_close(kl_w, seq_w[rows].float())
     else:
-        torch.testing.assert_close(kl_w, torch.ones(n))
+        torch.testing.assert_close(kl_w, torch.ones(len(rows)))
     assert torch.equal(batch.batch["response_mask"], part.rollouts.response_mask[rows])  # fit's metrics unchanged
     rec = json.loads((tmp_path / "work" / "metrics.jsonl").read_text().splitlines()[-1])
     assert rec["step"] == 2 and rec["reward/mean"] == pytest.approx(float(part.scored.rewards.mean()))
@@ -279,6 +287,10 @@ def test_verl_loss_equals_the_local_loss(char_model_dir, tmp_path, monkeypatch):
     batch = verl_batch(tr, part, order)
     trainer = make_trainer(settings, tr, part.old_lp[rows], part.entropys[rows], tmp_path)
     old, _ = trainer._compute_old_log_prob(batch)
+    # the dropped prompts' rows left the batch: verl's loss over the rest is the local loss over all
+    subset = trainer._hook.pending.row_subset
+    assert subset is not None and len(subset) == int((seq_w != 0).sum())
+    rows = rows[torch.as_tensor(subset)]
     old.batch.pop("entropys")
     batch = batch.union(old)
     ref_lp = part.old_lp - 0.05 * torch.arange(R).float()  # a reference policy that differs
@@ -424,8 +436,11 @@ def test_paper_runs_compose_with_verls_config(tmp_path):
         ov = launch.overrides(settings, model_path=cfg["models"][run.model]["hub_id"], train_files="/d/train.parquet",
                               work_dir=f"/w/{run.path}/_work", settings_path="/w/s.json", train_set="/d/t.parquet",
                               vocab_size=151936, n_train=40315, verl=cfg.get("verl"))
-        key = tuple(o for o in ov if "model.path" not in o and "_work" not in o)
-        if key in seen:  # the same overrides as a run already composed (seeds differ only in data.seed)
+        # the same overrides as a run already composed, up to the values that name the run (its seed goes
+        # into data.seed and the experiment's name: values, not keys)
+        key = tuple(o for o in ov if "model.path" not in o and "_work" not in o
+                    and not o.startswith(("data.seed=", "trainer.experiment_name=")))
+        if key in seen:
             continue
         seen.add(key)
         c = launch.compose(ov)  # raises on any key verl's ppo_trainer.yaml rejects
@@ -706,20 +721,24 @@ def test_vcrl_replay_equals_the_local_engine(reward, char_model_dir, tmp_path, m
     batch.batch["token_level_rewards"] = reward_tensor
     batch = ray_trainer.compute_advantage(batch, adv_estimator=AdvantageEstimator.GRPO, num_repeat=G)
 
-    # verl row i holds local (concatenated, prompt-major) row src[i]
+    # verl row i holds local (concatenated, prompt-major) row src[i]; rows of prompts still dropped after
+    # the replay have left the batch (train.skip_dropped)
     src = order.copy()
     slot_of = {int(g): j for j, g in enumerate(dropped)}
     for i, lr in enumerate(order):
         g, k = divmod(int(lr), G)
         if g in slot_of:
             src[i] = B * G + slot_of[g] * G + k
+    subset = trainer._hook.pending.row_subset
+    if subset is not None:
+        src = src[subset]
     srct = torch.as_tensor(src)
     mask = full.rollouts.response_mask[srct].float()
     assert torch.equal(batch.batch["response_mask"], full.rollouts.response_mask[srct])
     torch.testing.assert_close(batch.batch["token_level_scores"].sum(-1), full.scored.rewards[srct])
     torch.testing.assert_close(batch.batch["advantages"] * mask, full.scored.advantages[srct] * mask)
     torch.testing.assert_close(batch.batch["old_log_probs"], full.old_lp[srct] * mask)
-    assert len(set(batch.non_tensor_batch["uid"])) == B
+    assert len(set(batch.non_tensor_batch["uid"])) == len({int(s) // G for s in src})  # one uid a prompt
 
     trainer._update_actor(batch)
     sent = trainer.actor_rollout_wg.sent
@@ -732,8 +751,8 @@ def test_vcrl_replay_equals_the_local_engine(reward, char_model_dir, tmp_path, m
     local_share = seq_w[srct].float() / (len(full.ids) * G)
     torch.testing.assert_close(verl_share, local_share)
     torch.testing.assert_close(kl_share, local_share)
-    # what the verl batch no longer holds (the replaced dropped prompts) weighed nothing locally
-    gone = torch.as_tensor(sorted(set(range(B * G)) - set(src.tolist())))
+    # what the verl batch no longer holds (the replaced and the dropped prompts) weighed nothing locally
+    gone = torch.as_tensor(sorted(set(range(len(full.ids) * G)) - set(src.tolist())))
     assert (seq_w[gone] == 0).all()
     rec = json.loads((tmp_path / "work" / "metrics.jsonl").read_text().splitlines()[-1])
     assert rec["curriculum/replayed"] == r and rec["reward/mean"] == pytest.approx(float(full.scored.rewards.mean()))

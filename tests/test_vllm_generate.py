@@ -64,7 +64,9 @@ def test_vllm_records_match_the_cpu_schema(fake_vllm, char_model_dir):
     assert list(df["problem_id"]) == ["a"] * 4 + ["b"] * 4 and list(df["sample_idx"]) == [0, 1, 2, 3] * 2
     assert list(df["n_tokens"]) == [3, 4, 5, 6] * 2
     assert list(df["truncated"]) == [True, False, False, False] * 2  # finish reason "length"
-    assert fake_vllm["llm"] == {"seed": 100, "tensor_parallel_size": 2}
+    # the engine serves what the job needs: its longest prompt plus the response budget
+    longest = max(len(p["prompt_token_ids"]) for p in fake_vllm["prompts"])
+    assert fake_vllm["llm"] == {"seed": 100, "tensor_parallel_size": 2, "max_model_len": longest + 32}
     assert [p["seed"] for p in fake_vllm["params"]] == [100, 101]  # a seed per problem
     assert fake_vllm["params"][0] == {"n": 4, "temperature": 0.6, "top_p": 0.95, "max_tokens": 32, "seed": 100}
     from transformers import AutoTokenizer
@@ -137,7 +139,9 @@ def test_prompt_stats_sample_with_vllm_when_the_eval_engine_is_vllm(fake_vllm, c
     settings = {"k": 4, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 16, "batch_size": 64, "seed": 7}
     stats = offline_statistics(str(char_model_dir), problems, settings, engine="vllm",
                                vllm_args={"gpu_memory_utilization": 0.8})
-    assert fake_vllm["engines"] == 1 and fake_vllm["llm"] == {"seed": 7, "gpu_memory_utilization": 0.8}
+    longest = max(len(p["prompt_token_ids"]) for p in fake_vllm["prompts"])
+    assert fake_vllm["engines"] == 1
+    assert fake_vllm["llm"] == {"seed": 7, "gpu_memory_utilization": 0.8, "max_model_len": longest + 16}
     assert fake_vllm["params"] == [{"n": 4, "temperature": 1.0, "top_p": 1.0, "max_tokens": 16, "seed": 7 + i}
                                    for i in range(2)]
     # the fake answers 0 or 1 alternately for "a" and 1 or 2 for "b": half right each
@@ -176,3 +180,15 @@ def test_vllm_refuses_a_prompt_longer_than_the_context_it_serves(fake_vllm, char
                                          r"tokens minus prompt_stats.max_new_tokens=16\): 'b'"):
         offline_statistics(str(char_model_dir), problems, settings, engine="vllm", vllm_args={"max_model_len": 256},
                            dataset="train")
+
+
+def test_the_engine_serves_the_jobs_longest_prompt_plus_the_budget():
+    """Unset, ``max_model_len`` is the longest prompt plus the response budget, within the model's
+    context; a configured one stays."""
+    from vicurl.evaluation.vllm_generate import serving_args
+
+    prompts = [{"prompt_token_ids": [1] * 30}, {"prompt_token_ids": [1] * 70}]
+    assert serving_args({"dtype": "bfloat16"}, prompts, 100, 131072) == {"dtype": "bfloat16", "max_model_len": 170}
+    assert serving_args(None, prompts, 100, 150) == {"max_model_len": 150}
+    assert serving_args({"max_model_len": 4096}, prompts, 100, 131072) == {"max_model_len": 4096}
+    assert serving_args(None, [], 100, 131072) == {}

@@ -79,10 +79,24 @@ def generate_sets_vllm(
         prompts += [tokens_prompt(tokenizer, text) for text in texts]
         params += [SamplingParams(n=s.n, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_new_tokens,
                                   seed=int(s.seed) + i) for i in range(len(problems))]
-    llm = llm if llm is not None else start_engine(model_dir, s.seed, engine_args)
+    if llm is None:
+        llm = start_engine(model_dir, s.seed, serving_args(engine_args, prompts, s.max_new_tokens, context))
     outputs = iter(llm.generate(prompts, params, use_tqdm=False))
     return {name: _records(problems, [next(outputs) for _ in range(len(problems))], s.n)
             for name, problems in problem_sets.items()}
+
+
+def serving_args(engine_args: dict[str, Any] | None, prompts: list[dict], max_new_tokens: int,
+                 context: int | None) -> dict[str, Any]:
+    """``engine_args`` with ``max_model_len`` set, where it is not, to what the job needs: its longest
+    prompt plus the response budget (within the model's context). Left unset, vLLM serves the
+    model's whole context (131,072 tokens for Llama-3.2-3B and R1-Distill) and must hold a KV cache
+    for it; the samples are the same either way."""
+    args = dict(engine_args or {})
+    if not args.get("max_model_len") and prompts:
+        need = max(len(p["prompt_token_ids"]) for p in prompts) + int(max_new_tokens)
+        args["max_model_len"] = min(need, context) if context else need
+    return args
 
 
 def start_engine(model_dir: str, seed: int, engine_args: dict[str, Any] | None = None):

@@ -128,6 +128,7 @@ class _Scored:
     cb: Batch | None = None  # what the curriculum saw (after a replay: batch + replayed)
     selection: Selection | None = None  # the curriculum's choice (after a replay: the final one)
     seq_w: torch.Tensor | None = None  # after a replay: per-sequence weights of the merged batch, prompt-major
+    row_subset: np.ndarray | None = None  # the verl rows left after dropping zero-weight ones (``keep_rows``)
 
 
 def _in_order(part: _Scored, ids: list[str], group_size: int) -> _Scored:
@@ -264,19 +265,39 @@ class Hook:
 
     # -------------------------------------------------------- before the actor update
 
-    def weigh(self, batch, step: int) -> tuple[torch.Tensor, LossPlan, Selection, Batch]:
-        """Per-row weights w_j / beta-hat_t of the curriculum (in verl's row order) and their loss plan;
-        the curriculum observes the step (AdaRFT moves its target before the next batch is drawn)."""
+    def row_weights(self, step: int) -> torch.Tensor:
+        """Per-row weights w_j / beta-hat_t of the curriculum, in the order of verl's batch as scored."""
         p = self._pending()
         if p.selection is None:
             self.select(step)
         if p.selection.replay and p.seq_w is None:
             raise RuntimeError(f"curriculum {self.curriculum.name!r} asked for replay, which the trainer did not roll out")
-        selection, cb = p.selection, p.cb
-        self.curriculum.observe(cb, selection)
-        seq_w = p.seq_w if p.seq_w is not None else engine_step.sequence_weights(selection.weights, p.scored.keep, self.G)
+        seq_w = p.seq_w if p.seq_w is not None else engine_step.sequence_weights(p.selection.weights, p.scored.keep, self.G)
         w_rows = torch.zeros(len(p.rows), dtype=torch.float32)
         w_rows[torch.as_tensor(p.rows, dtype=torch.long)] = seq_w.float()
+        return w_rows
+
+    def droppable(self, w_rows: torch.Tensor) -> torch.Tensor:
+        """Rows that contribute nothing to the update: weight 0, and no KL term of their own (the KL
+        is weighted too, or off). They need no reference pass nor forward/backward (``keep_rows``)."""
+        return (w_rows == 0) & (self.weight_kl or not self.kl_on)
+
+    def keep_rows(self, rows: np.ndarray) -> None:
+        """The trainer removed every other row from verl's batch: ``weigh`` answers for these rows."""
+        self._pending().row_subset = np.asarray(rows)
+
+    def weigh(self, batch, step: int) -> tuple[torch.Tensor, LossPlan, Selection, Batch]:
+        """Per-row weights w_j / beta-hat_t of the curriculum (in verl's row order, of the rows the batch
+        still has) and their loss plan; the curriculum observes the step (AdaRFT moves its target
+        before the next batch is drawn)."""
+        w_rows = self.row_weights(step)
+        p = self._pending()
+        if p.row_subset is not None:
+            w_rows = w_rows[torch.as_tensor(p.row_subset, dtype=torch.long)]
+        if len(w_rows) != len(batch):
+            raise RuntimeError(f"verl's batch has {len(batch)} rows, the curriculum weighed {len(w_rows)}")
+        selection, cb = p.selection, p.cb
+        self.curriculum.observe(cb, selection)
         return w_rows, loss_plan(w_rows, self.weight_kl, self.kl_on), selection, cb
 
     def record(self, step: int, selection: Selection, plan: LossPlan, actor_metrics: dict[str, float]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from vicurl.engines.verl import export
+from vicurl.engines.verl import export, rollout_seeds
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
 from vicurl.methods import proposing
 from vicurl.runs import setting_of
@@ -120,8 +120,14 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "actor_rollout_ref.rollout.top_k": -1,
         "actor_rollout_ref.rollout.tensor_model_parallel_size": int(v.rollout_tensor_parallel),
         "actor_rollout_ref.rollout.gpu_memory_utilization": float(v.gpu_memory_utilization),
+        # the context vLLM serves: unset, verl takes the model's (131,072 tokens for Llama-3.2-3B and
+        # R1-Distill) and vLLM must hold a KV cache that long beside the actor
+        "actor_rollout_ref.rollout.max_model_len": int(s.max_prompt_length) + int(s.max_response_length),
         "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True,
         "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": max_tok,
+        # a seed for every rollout request (vicurl.engines.verl.rollout_seeds), through an agent loop of ours
+        "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(rollout_seeds.AGENT_LOOPS),
+        "actor_rollout_ref.rollout.agent.default_agent_loop": rollout_seeds.AGENT_LOOP,
         # rewards: the hook grades every rollout itself; verl's reward loop only places zeros
         "reward.custom_reward_function.path": str(Path(__file__).with_name("reward_fn.py")),
         "reward.custom_reward_function.name": "zero_score",
@@ -232,6 +238,7 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
                    settings_path=str(work / "settings.json"), train_set=str(work / "train_set.parquet"),
                    vocab_size=int(AutoConfig.from_pretrained(model_path).vocab_size), n_train=n_train, verl=verl,
                    prompt_stats=prompt_stats)
+    ov.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH={_q(worker_pythonpath())}")
     os.environ.setdefault("VERL_FILE_LOGGER_PATH", str(work / "verl_log.jsonl"))
     config = compose(ov)
 
@@ -245,6 +252,16 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     run_ppo(config, task_runner_class=VICuRLTaskRunner)
+
+
+def worker_pythonpath() -> str:
+    """PYTHONPATH of the Ray workers: this checkout's src/ first. Only the driver has it on sys.path
+    (workflow_scripts/_checkout.py); with `--sdm conda` the env holds third-party packages only, and
+    the trainer's actor could not import the project."""
+    import vicurl
+
+    src = str(Path(vicurl.__file__).resolve().parents[1])
+    return os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
 
 
 def publish(work_dir: str | Path, export_steps, checkpoints: str | Path, metrics: str | Path) -> None:

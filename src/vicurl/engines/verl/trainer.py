@@ -58,6 +58,7 @@ from verl.utils.metric import reduce_metrics
 
 from vicurl.engines.verl import export
 from vicurl.engines.verl.hook import Hook
+from vicurl.engines.verl.rollout_seeds import SeededRollouts
 from vicurl.engines.verl.sampler import CurriculumSampler, proposes
 from vicurl.io import write_json
 from vicurl.settings import TrainSettings
@@ -66,6 +67,7 @@ CURRICULUM_STATE = "vicurl_curriculum.json"  # next to verl's data.pt in global_
 
 # the methods overridden, with the parameters verl 0.9.1 gives them (tests check them)
 OVERRIDES = {
+    "init_workers": ("self",),
     "_create_dataloader": ("self", "train_dataset", "val_dataset", "collate_fn", "train_sampler"),
     "_compute_old_log_prob": ("self", "batch"),
     "_update_actor": ("self", "batch"),
@@ -76,16 +78,19 @@ OVERRIDES = {
 
 class _NormalizerScaledGroup:
     """The actor worker group, except that ``update_actor`` divides the TensorDict's loss normalizer
-    ``global_batch_size`` by ``scale`` and adds per-token ``rollout_is_weights``."""
+    ``global_batch_size`` by ``scale``; with ``one_mini_batch`` (dropped rows removed, one optimizer
+    step per batch) the mini-batch is all the rows there are."""
 
-    def __init__(self, group, scale: float):
-        self._group, self._scale = group, scale
+    def __init__(self, group, scale: float, one_mini_batch: bool = False):
+        self._group, self._scale, self._one = group, scale, one_mini_batch
 
     def update_actor(self, batch_td):
         gbs = tu.get_non_tensor_data(batch_td, key="global_batch_size", default=None)
         if gbs is None:
             raise RuntimeError("verl's _update_actor no longer sets global_batch_size; the curriculum weights need it")
         tu.assign_non_tensor(batch_td, global_batch_size=gbs / self._scale)
+        if self._one:
+            tu.assign_non_tensor(batch_td, mini_batch_size=int(batch_td.batch_size[0]))
         return self._group.update_actor(batch_td)
 
     def __getattr__(self, name):
@@ -110,6 +115,12 @@ class VICuRLTrainer(RayPPOTrainer):
         return hook
 
     # ------------------------------------------------------------ overrides
+
+    def init_workers(self):
+        super().init_workers()
+        # every rollout request carries its own seed (`rollout_seeds`): the samples follow from the run's seed
+        self.async_rollout_manager = SeededRollouts(self.async_rollout_manager, self._vicurl_hook().seed,
+                                                    step_of=lambda: self.global_steps)
 
     def _create_dataloader(self, train_dataset, val_dataset, collate_fn, train_sampler):
         hook = self._vicurl_hook()
@@ -147,7 +158,51 @@ class VICuRLTrainer(RayPPOTrainer):
         selection = hook.select(step)
         if selection.replay:  # VCRL: roll the memory-bank prompts out now, into the rows of dropped prompts
             old_log_prob = self._vicurl_replay(batch, old_log_prob, list(selection.replay))
+        if self._vicurl_skips_dropped():
+            old_log_prob = self._vicurl_drop_rows(batch, old_log_prob)
         return old_log_prob, mfu
+
+    def _vicurl_skips_dropped(self) -> bool:
+        """Dropped prompts leave the batch before the reference pass and the update (``train.skip_dropped``,
+        as the local engine skips them) when that is exact: one optimizer step per batch (a smaller
+        mini-batch would be cut from fewer rows)."""
+        s = self._vicurl_hook().settings
+        return bool(s.skip_dropped) and s.mini_batch_size in (None, s.batch_size)
+
+    def _vicurl_drop_rows(self, batch: DataProto, old_log_prob: DataProto) -> DataProto:
+        """Remove the rows that contribute nothing to the update (``Hook.droppable``) from ``batch`` in
+        place, and from ``old_log_prob`` and the reward tensor ``fit`` holds; kept rows are padded with
+        dropped ones (zero weight, zero response mask in the update) to a multiple of the data-parallel
+        size. The update is the same, with the reference pass and forward/backward of the kept rows only."""
+        hook = self._vicurl_hook()
+        w_rows = hook.row_weights(int(self.global_steps))
+        drop = hook.droppable(w_rows).numpy()
+        if not drop.any():
+            return old_log_prob
+        dp = self._get_dp_size(self.actor_rollout_wg, "actor")
+        kept, dropped = np.flatnonzero(~drop), np.flatnonzero(drop)
+        pad = (-len(kept)) % dp if len(kept) else dp
+        rows = np.sort(np.concatenate([kept, dropped[:pad]]))
+        idx = torch.as_tensor(rows, dtype=torch.long)
+        # fit holds the reward tensor and the reward extras' arrays (extract_reward): shrunk in place, as the
+        # tensor and arrays it puts back into the batch after the reference pass
+        reward_tensor = batch.batch["rm_scores"]
+        extras = set(batch.meta_info.get("reward_extra_keys", []))
+        batch.batch = batch.batch[idx]
+        reward_tensor.set_(batch.batch["rm_scores"])
+        batch.batch["rm_scores"] = reward_tensor
+        for key, arr in list(batch.non_tensor_batch.items()):
+            if key in extras:
+                arr[: len(rows)] = arr[rows]
+                arr.resize((len(rows),) + arr.shape[1:], refcheck=False)
+            else:
+                batch.non_tensor_batch[key] = arr[rows]
+        if "global_token_num" in batch.meta_info:
+            batch.meta_info["global_token_num"] = [batch.meta_info["global_token_num"][i] for i in rows]
+        hook.keep_rows(rows)
+        return DataProto(batch=old_log_prob.batch[idx], non_tensor_batch={k: v[rows] for k, v in
+                                                                          old_log_prob.non_tensor_batch.items()},
+                         meta_info=dict(old_log_prob.meta_info))
 
     def _vicurl_replay(self, batch: DataProto, old_log_prob: DataProto, prompt_ids: list[str]) -> DataProto:
         """Roll out ``prompt_ids`` (G each, the current policy), score them, and copy them over
@@ -221,7 +276,7 @@ class VICuRLTrainer(RayPPOTrainer):
         weighted.batch["response_mask"] = mask * plan.keep.to(mask.dtype)[:, None]
         weighted.batch["rollout_is_weights"] = plan.is_weights[:, None].expand(mask.shape).to(torch.float32).contiguous()
         group = self.actor_rollout_wg
-        self.actor_rollout_wg = _NormalizerScaledGroup(group, plan.scale)
+        self.actor_rollout_wg = _NormalizerScaledGroup(group, plan.scale, one_mini_batch=self._vicurl_skips_dropped())
         try:
             actor_output = super()._update_actor(weighted)
         finally:
@@ -260,6 +315,8 @@ class VICuRLTrainer(RayPPOTrainer):
         if step in set(hook.settings.export_steps):
             export.export_step(folder / "actor", export.export_dir(self.config.vicurl.work_dir, step),
                                self.config.vicurl.base_model)
+        # the saves made before a resume, which verl's in-memory rotation does not know of
+        export.prune_shards(self.config.trainer.default_local_dir, int(self.config.trainer.max_actor_ckpt_to_keep))
 
     def _load_checkpoint(self):
         out = super()._load_checkpoint()

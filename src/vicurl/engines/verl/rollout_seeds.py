@@ -1,0 +1,91 @@
+"""A seed for every rollout verl asks vLLM for, so that a run's samples follow from its seed.
+
+verl 0.9.1 samples every rollout from its vLLM engine's one random stream (the engine is seeded,
+the requests are not): which numbers a rollout gets depends on the order in which the agent-loop
+workers' requests reach the engine, and a run resumed after a preemption restarts the stream, so it
+samples other rollouts than the run it continues. Here each request carries its own seed,
+
+    seed(run seed, step, call of the step, prompt id, k)    (k: the prompt's k-th rollout in the call)
+
+(``rollout_seed``), so the G rollouts of a prompt differ, and a step's samples are the same however
+the requests are scheduled and whether or not the run was resumed before it.
+
+``SeededRollouts`` wraps the trainer's rollout manager and writes the seeds into the batch (field
+``vicurl_seed``); ``SeededSingleTurnAgentLoop``, verl's single-turn agent loop, puts a request's seed
+into its sampling parameters (registered through ``agent_loops.yaml``, the launcher's
+``rollout.agent.agent_loop_config_path``, as the default agent loop).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+FIELD = "vicurl_seed"
+AGENT_LOOP = "vicurl_seeded_single_turn"
+AGENT_LOOPS = Path(__file__).with_name("agent_loops.yaml")
+
+
+def rollout_seed(seed: int, step: int, call: int, prompt_id: str, k: int) -> int:
+    """A 31-bit seed of one rollout, the same on every machine and Python (not ``hash``)."""
+    digest = hashlib.sha256(f"vicurl-rollout:{int(seed)}:{int(step)}:{int(call)}:{prompt_id}:{int(k)}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+def batch_seeds(seed: int, step: int, call: int, prompt_ids: list[str]) -> list[int]:
+    """The seed of each row of a generation batch (rows of one prompt numbered in batch order)."""
+    seen: Counter = Counter()
+    out = []
+    for pid in prompt_ids:
+        out.append(rollout_seed(seed, step, call, pid, seen[pid]))
+        seen[pid] += 1
+    return out
+
+
+class SeededRollouts:
+    """verl's rollout manager, except that ``generate_sequences`` seeds every request (``batch_seeds``)."""
+
+    def __init__(self, manager, seed: int, step_of: Callable[[], int]):
+        self._manager, self._seed, self._step_of = manager, int(seed), step_of
+        self._calls: dict[int, int] = defaultdict(int)
+
+    def generate_sequences(self, batch):
+        step = int(self._step_of())
+        call = self._calls[step]
+        self._calls[step] += 1
+        ids = [str((info or {}).get("id")) for info in batch.non_tensor_batch["extra_info"]]
+        batch.non_tensor_batch[FIELD] = np.array(batch_seeds(self._seed, step, call, ids), dtype=object)
+        out = self._manager.generate_sequences(batch)
+        batch.non_tensor_batch.pop(FIELD, None)
+        out.non_tensor_batch.pop(FIELD, None)
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._manager, name)
+
+
+def _agent_loop_class():
+    from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
+
+    class SeededSingleTurnAgentLoop(SingleTurnAgentLoop):
+        """verl's single-turn agent loop with the request's seed in its sampling parameters."""
+
+        async def run(self, sampling_params: dict[str, Any], priority: int = 0, **kwargs):
+            seed = kwargs.pop(FIELD, None)
+            if seed is not None:
+                sampling_params = {**sampling_params, "seed": int(seed)}
+            return await super().run(sampling_params, priority=priority, **kwargs)
+
+    return SeededSingleTurnAgentLoop
+
+
+def __getattr__(name):  # the agent loop is built on first use: verl's agent-loop module is heavy
+    if name == "SeededSingleTurnAgentLoop":
+        cls = _agent_loop_class()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(name)
