@@ -260,6 +260,23 @@ def vllm_seconds(tokens: float, max_new: int, a: Arch, A: Assumptions, gpus: int
     return max(tokens / (gpus * A.vllm_tps(a)), max_new * A.vllm_step_s)
 
 
+def kept_share(s: dict, start: int = 0) -> float:
+    """The mean share of a batch the reference pass and the update process over the steps a run
+    trains: a beta-share curriculum's beta_t (VI-CuRL: 0.6 over a linear 0.2 -> 1 schedule), when
+    dropped prompts leave the batch (``train.skip_dropped``, one optimizer step per batch); else 1."""
+    from vicurl.curriculum import make_curriculum
+    from vicurl.curriculum.share import ShareCurriculum
+    from vicurl.engines.step import curriculum_steps
+
+    cur = make_curriculum(s["curriculum"], s.get("curriculum_params") or {})
+    one_step = s.get("mini_batch_size") in (None, s["batch_size"])
+    if not isinstance(cur, ShareCurriculum) or not s.get("skip_dropped", True) or not one_step:
+        return 1.0
+    span = curriculum_steps(s["total_steps"], s.get("curriculum_steps"))
+    steps = range(start + 1, s["total_steps"] + 1)
+    return sum(cur.beta(t, span) for t in steps) / len(steps)
+
+
 def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job], dict[str, str]]:
     models = {m: arch_of(*ARCHS[spec["hub_id"]]) for m, spec in cfg["models"].items()}
     sizes, size_notes = {}, {}
@@ -278,8 +295,10 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
         L = s["max_response_length"] * frac
         gen_tokens = seqs * L
         ctx = A.prompt_tokens + L
-        # old log-probs and reference log-probs (2 forwards) + the update (forward + backward)
-        train_flops = s["batch_size"] * s["group_size"] * ctx * 5 * a.fwd_flops(ctx / 2)
+        # old log-probs (a forward of every row), then the reference log-probs (a forward) and the update
+        # (forward + backward) of the rows the curriculum keeps (the others leave the batch: train.skip_dropped)
+        share = kept_share(s, runs_lib.start_step(cfg, run))
+        train_flops = s["batch_size"] * s["group_size"] * ctx * (1 + 4 * share) * a.fwd_flops(ctx / 2)
         step_s = (vllm_seconds(gen_tokens, s["max_response_length"], a, A, gpus)
                   + train_flops / (gpus * A.bf16_peak * A.mfu_train) + A.verl_step_overhead_s)
         steps = s["total_steps"] - runs_lib.start_step(cfg, run)  # a continued run trains its own steps only
@@ -347,7 +366,7 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
 
 
 NOTES = {
-    "train": "verl, 8 GPUs: vLLM rollouts + 2 fwd (old, ref) + fwd/bwd in bf16 at MFU {mfu_train:.0%}; +{verl_step_overhead_s:.0f} s/step",
+    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.0%}; +{verl_step_overhead_s:.0f} s/step",
     "generate_checkpoint": "vLLM, 1 GPU, a checkpoint's benchmarks: {vllm_tps_1p5b:,.0f} tok/s at 1.5B (x 1.5B/N), >= max_new x {vllm_step_s:.3f} s, +{vllm_start_s:.0f} s start",
     "generate": "as generate_checkpoint, one benchmark a job (eval.generate_per: benchmark)",
     "prompt_stats": "as generate (eval.engine vllm): k samples of every training prompt",

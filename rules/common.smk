@@ -1,4 +1,5 @@
 # Config validation, the run table, path helpers. Everything here is cheap and pure.
+import dataclasses
 import os
 import sys
 
@@ -7,7 +8,6 @@ import vicurl.config as config_lib
 import vicurl.data.sources as sources_lib
 import vicurl.report.tableconfig as tables_lib
 import vicurl.runs as runs_lib
-from vicurl.settings import VerlSettings
 from snakemake.logging import logger
 from snakemake.utils import validate
 
@@ -69,16 +69,21 @@ DEVICE = config["device"]
 
 
 def train_resources():
-    """The train rule's resources, all from the config's `verl` section (the one place: the
-    profile adds only the cluster's partition and GPU type): none for the local engine."""
+    """The train rule's resources, all from the config's `verl` section for the run's model (the one
+    place: the profile adds only the cluster's partition and GPU type): none for the local engine."""
     if not VERL_ENGINE:
         return {}
-    v = VerlSettings.from_dict(config["verl"])
+
+    def of(key):
+        return lambda wildcards: getattr(runs_lib.verl_settings(config, wildcards.model), key)
 
     def runtime(wildcards, attempt):
         return runs_lib.train_runtime(config, run_of(wildcards), attempt)
 
-    return {"gpu": v.n_gpus_per_node, "cpus_per_gpu": v.cpus_per_gpu, "mem_mb": v.mem_mb, "runtime": runtime}
+    # nodes: the GPUs per node on each node; without it the SLURM plugin asks for --gpus in total, which
+    # SLURM may spread over nodes while Ray sees only the batch host's
+    return {"nodes": of("nnodes"), "gpu": of("n_gpus_per_node"), "cpus_per_gpu": of("cpus_per_gpu"),
+            "mem_mb": of("mem_mb"), "runtime": runtime}
 
 
 def run_dir(w):

@@ -25,6 +25,8 @@ rule train:
         settings=lambda w: runs_lib.train_settings(config, run_of(w)),
         start_from=start_from,
         engine=config["engine"],
+        # the run's verl settings (a changed `verl` section retrains the runs it changes)
+        verl=lambda w: dataclasses.asdict(runs_lib.verl_settings(config, w.model)) if VERL_ENGINE else None,
     threads: config["threads"]
     resources:
         **train_resources(),

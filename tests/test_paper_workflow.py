@@ -267,3 +267,40 @@ def test_grader_version_bump_regrades_without_regenerating(tmp_path):
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert job_counts(plan.stdout) == {"grade": 1}, plan.stdout[-3000:]  # no generate job
     assert "Params have changed" in plan.stdout
+
+
+def test_a_training_job_asks_slurm_for_its_gpus_on_one_node(tmp_path):
+    """The train rule's resources, as the profile plans them, through the SLURM plugin's own submit
+    line: every GPU on one node (--nodes=1 --gpus=a100:8). Without `nodes` the plugin's --gpus is a
+    total that SLURM may spread over nodes, and verl's Ray would see only the batch host's GPUs."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    from types import SimpleNamespace
+
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    from vicurl.runs import runs
+
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
+    target = f"results/paper/runs/{runs(PAPER)[0].path}/metrics.jsonl"
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "--profile", "slurm-a100", "-n", target]
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    block = re.search(r"^rule train:\n((?:    .*\n)+)", out.stdout, re.M).group(1)
+    line = re.search(r"^    resources: (.*)$", block, re.M).group(1)
+    values = {}
+    for kv in line.split(", "):
+        k, v = kv.split("=", 1)
+        values[k] = int(v) if v.isdigit() else v
+
+    class Resources(dict):
+        __getattr__ = dict.get
+
+    job = SimpleNamespace(resources=Resources(values), threads=1, is_group=lambda: False)
+    params = {"run_uuid": "u", "slurm_logfile": "log", "comment_str": "c", "account": "", "partition": "",
+              "workdir": str(tmp_path)}
+    submit = get_submit_command(job, params) + set_gres_string(job)
+    assert " --nodes=1" in submit and " --gpus=a100:8" in submit, submit
+    assert f" --cpus-per-gpu={PAPER['verl']['cpus_per_gpu']}" in submit and f" --mem {PAPER['verl']['mem_mb']}" in submit

@@ -522,3 +522,48 @@ def test_the_gpu_smoke_config_composes_with_verls_config():
     c = launch.compose(ov)
     validate_config(config=c, use_reference_policy=need_reference_policy(c), use_critic=need_critic(c))
     assert c.trainer.n_gpus_per_node == 1 and c.trainer.save_freq == 2 and c.actor_rollout_ref.rollout.n == 4
+
+
+def deepseek_distill_tokenizer():
+    """A character tokenizer with DeepSeek-R1-Distill-Qwen's special tokens (its tokenizer.json: ids
+    151643-151649 are <｜end▁of▁sentence｜>, <｜User｜>, <｜Assistant｜>, <｜begin▁of▁sentence｜>, <|EOT|>,
+    <think>, </think>, where Qwen2.5's <|im_end|> was) and its chat format."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜begin▁of▁sentence｜>", "<|EOT|>",
+                "<think>", "</think>"]
+    vocab = {t: i for i, t in enumerate(specials)}
+    for c in CHARS:
+        vocab.setdefault(c, len(vocab))
+    tk = Tokenizer(models.WordLevel(vocab, unk_token=None))
+    tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    tk.decoder = decoders.Fuse()
+    tk.add_special_tokens(specials)
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<｜begin▁of▁sentence｜>",
+                                  eos_token="<｜end▁of▁sentence｜>", pad_token="<｜end▁of▁sentence｜>")
+    tok.chat_template = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}<｜User｜>{{ m['content'] }}"
+                         "{% endif %}{% endfor %}{% if add_generation_prompt %}<｜Assistant｜><think>\n{% endif %}")
+    return tok
+
+
+def test_r1_distills_tokenizer_gets_a_token_builder_it_supports():
+    """DeepSeek-R1-Distill's config says qwen2, and verl's agent loop then builds Qwen's token builder,
+    which requires <|im_end|>: R1-Distill's tokenizer has none, and the rollout would fail at its first
+    request. The project's agent loop (`rollout_seeds.SeededSingleTurnAgentLoop`) falls back to verl's
+    default builder, the same for a single-turn prompt; a ChatML tokenizer keeps Qwen's."""
+    from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+
+    from vicurl.engines.verl.rollout_seeds import token_builder_model_type
+
+    tok = deepseek_distill_tokenizer()
+    with pytest.raises(ValueError, match="does not define required token '<|im_end|>'"):
+        create_continuous_token_builder(tok, hf_model_type="qwen2")
+    assert token_builder_model_type(tok, "qwen2") is None
+    builder = create_continuous_token_builder(tok, hf_model_type=token_builder_model_type(tok, "qwen2"))
+    prompt = tok.apply_chat_template([{"role": "user", "content": "Compute 1 + 1."}], tokenize=False,
+                                     add_generation_prompt=True)
+    assert type(builder).__name__ == "ContinuousTokenBuilder" and prompt.startswith("<｜begin▁of▁sentence｜><｜User｜>")
+    chatml = deepseek_distill_tokenizer()
+    chatml.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    assert token_builder_model_type(chatml, "qwen2") == "qwen2"

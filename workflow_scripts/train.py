@@ -23,7 +23,7 @@ if snakemake.params.engine == "verl":  # GPU cluster: verl 0.9.1 with the same h
     from vicurl.engines.verl.launch import run as run_verl
 
     data = run_verl(settings, snakemake.params.model_dir, snakemake.input.train_set, snakemake.params.work_dir,
-             snakemake.output.checkpoints, snakemake.output.metrics, verl=dict(snakemake.config.get("verl") or {}),
+             snakemake.output.checkpoints, snakemake.output.metrics, verl=snakemake.params.verl,
              prompt_stats=stats_path, start_from=start)
 else:
     from vicurl.engines.local import LocalTrainer

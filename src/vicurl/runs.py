@@ -346,11 +346,16 @@ def total_steps(config: dict[str, Any], study: str) -> int:
     return int({**config.get("train", {}), **config["studies"][study].get("train", {})}["total_steps"])
 
 
+def verl_settings(config: dict[str, Any], model: str) -> VerlSettings:
+    """The `verl` section for the runs of ``model`` (its ``verl.models`` entry over the section)."""
+    return VerlSettings.from_dict(config.get("verl")).for_model(model)
+
+
 def train_runtime(config: dict[str, Any], run: Run, attempt: int = 1) -> int:
     """The train job's runtime (minutes) on the verl engine: ``verl.runtime`` per attempt for a run
     of ``train.total_steps`` steps, scaled by the steps this run trains (a 626-step run twice, a run
     continuing another its own steps only) and by ``verl.runtime_scale`` of its model and study."""
-    v = VerlSettings.from_dict(config.get("verl"))
+    v = verl_settings(config, run.model)
     scale = (total_steps(config, run.study) - start_step(config, run)) / int(config["train"]["total_steps"])
     for name in (run.model, run.study):
         scale *= v.runtime_scale.get(name, 1)

@@ -90,11 +90,22 @@ class VerlSettings:
     runtime: int = 1440
     runtime_scale: dict[str, float] = field(default_factory=dict)
     mem_mb: int = 480000
+    param_offload: bool = False  # the actor's fp32 weights on the CPU between uses (verl's fsdp_config)
+    optimizer_offload: bool = False  # AdamW's moments on the CPU between updates
     overrides: list[str] = field(default_factory=list)
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-model values of the keys above
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "VerlSettings":
         return _from_dict(cls, dict(d or {}), "verl setting(s)", "verl")
+
+    def for_model(self, model: str) -> "VerlSettings":
+        """The settings of a run of ``model``: the section's, with ``models.<model>`` over them."""
+        over = dict(self.models.get(model, {}))
+        if "models" in over:
+            raise ValueError(f"verl.models.{model} cannot hold `models`")
+        base = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "models"}
+        return _from_dict(VerlSettings, {**base, **over}, f"verl setting(s) of model {model!r}", f"verl.models.{model}")
 
 
 @dataclass(frozen=True)

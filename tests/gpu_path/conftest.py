@@ -62,3 +62,73 @@ def tiny_model_dir(vllm, tmp_path_factory, demo_splits):
     out = tmp_path_factory.mktemp("tiny") / "model"
     tiny.build_base_model(demo_splits["sft"], out, {"prompt_order": DEMO["prompt"]["order"]}, seed=0)
     return str(out)
+
+
+# ---------------------------------------------------------------- verl's loop, run by the project's launcher
+
+
+def verl_section() -> dict:
+    """The `verl` section the CPU rehearsal runs with: config/gpu_smoke.yaml's, config/gpu_smoke_cpu.yaml's
+    laid over it (Snakemake merges nested keys; lists replace)."""
+    smoke = yaml.safe_load((ROOT / "config" / "gpu_smoke.yaml").read_text())
+    return {**smoke.get("verl", {}), **REHEARSAL.get("verl", {})}
+
+
+def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, prompt_stats: str | None = None,
+                kill_after_save: int | None = None, timeout: int = 900):
+    """One training run through the project's launcher (`python -m vicurl.engines.verl.launch`) in its
+    own process, verl's `fit()` with vLLM's CPU build as the rollout, every step recorded
+    (tests/gpu_path/verl_recorder.py) into ``run_dir/recorded``. ``kill_after_save``: the process and
+    every process it started are killed (SIGKILL) once verl's tracker names that step."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "settings.json").write_text(json.dumps(settings))
+    (run_dir / "verl.json").write_text(json.dumps(verl_section()))
+    env = {**os.environ, **cpu_rehearsal.environment(), "VICURL_RECORD_DIR": str(run_dir / "recorded")}
+    env["VERL_USE_EXTERNAL_MODULES"] += ",verl_recorder"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH")) if p)
+    cmd = [sys.executable, "-m", "vicurl.engines.verl.launch", "--settings", str(run_dir / "settings.json"),
+           "--model", model, "--train-set", train_set, "--work-dir", str(run_dir / "_work"),
+           "--checkpoints", str(run_dir / "checkpoints"), "--metrics", str(run_dir / "metrics.jsonl"),
+           "--verl-config", str(run_dir / "verl.json"), *(["--prompt-stats", prompt_stats] if prompt_stats else [])]
+    log = open(run_dir / "launch.log", "a")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    tracker = run_dir / "_work" / "verl_checkpoints" / "latest_checkpointed_iteration.txt"
+    start = time.time()
+    while proc.poll() is None:
+        if time.time() - start > timeout or (kill_after_save is not None and tracker.exists()
+                                             and tracker.read_text().strip() == str(kill_after_save)):
+            procs = psutil.Process(proc.pid).children(recursive=True) + [psutil.Process(proc.pid)]
+            for p in procs:
+                try:
+                    p.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            proc.wait()
+            psutil.wait_procs(procs, timeout=30)
+            break
+        time.sleep(0.2)
+    log.close()
+    return proc.returncode, (run_dir / "launch.log").read_text()
+
+
+@pytest.fixture(scope="session")
+def verl_launch():
+    return launch_verl
+
+
+@pytest.fixture(scope="session")
+def demo_train_set(tmp_path_factory, demo_splits):
+    """64 rows of the demo's training split, prepared (the schema the launcher reads)."""
+    from vicurl.data import schema
+
+    path = tmp_path_factory.mktemp("data") / "arith_train.parquet"
+    schema.write(demo_splits["arith_train"].head(64), path)
+    return str(path)

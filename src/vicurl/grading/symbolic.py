@@ -208,6 +208,15 @@ def pool() -> SymbolicPool:
     return _POOL
 
 
+def cpu_workers(cap: int = 32) -> int:
+    """Workers for a process whose CPUs are otherwise idle while it grades (verl's trainer: the GPUs
+    wait for the rewards): one per CPU the process may run on, up to ``cap``; ``VICURL_GRADER_WORKERS``
+    wins where set."""
+    if os.environ.get("VICURL_GRADER_WORKERS"):
+        return DEFAULT_WORKERS
+    return max(1, min(int(cap), len(os.sched_getaffinity(0))))
+
+
 def configure(workers: int | None = None, timeout: float | None = None) -> SymbolicPool:
     """Replace the process-wide pool with one of the given size / per-item timeout."""
     global _POOL

@@ -21,6 +21,7 @@ Nothing here needs Ray or a GPU.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,8 @@ from vicurl.engines import step as engine_step
 from vicurl.engines.verl import support
 from vicurl.sampling import decode_responses
 from vicurl.settings import TrainSettings
+
+log = logging.getLogger(__name__)
 
 
 def check_settings(settings: TrainSettings | dict[str, Any]) -> TrainSettings:
@@ -111,6 +114,22 @@ def loss_plan(seq_w: torch.Tensor, weight_kl: bool, kl_on: bool, atol: float = 1
     return LossPlan(keep, torch.where(keep, w / s, torch.zeros_like(w)), s)
 
 
+# The probabilities vLLM sampled with against the trainer's for the same tokens: the cheapest check that
+# the rollout runs the weights being trained (verl's rollout.calculate_log_probs, kept on for it; vLLM
+# computes the sampled token's log-prob only). bf16 on both sides differs by about 1e-3 on average.
+ROLLOUT_DIFF_WARN = 0.01
+
+
+def rollout_agreement(rollout_lp: torch.Tensor, old_lp: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """Mean and largest |p_rollout - p_trainer| over the response tokens (``rollout/probs_diff_*``)."""
+    m = mask.bool()
+    diff = (rollout_lp.float().exp() - old_lp.float().exp()).abs()[m]
+    if diff.numel() == 0:
+        return {}
+    return {"rollout/probs_diff_mean": float(diff.mean()), "rollout/probs_diff_max": float(diff.max())}
+
+
+
 # ---------------------------------------------------------------- the hook
 
 
@@ -129,6 +148,7 @@ class _Scored:
     selection: Selection | None = None  # the curriculum's choice (after a replay: the final one)
     seq_w: torch.Tensor | None = None  # after a replay: per-sequence weights of the merged batch, prompt-major
     row_subset: np.ndarray | None = None  # the verl rows left after dropping zero-weight ones (``keep_rows``)
+    extra: dict[str, float] = field(default_factory=dict)  # other columns of the step's row (``note``)
 
 
 def _in_order(part: _Scored, ids: list[str], group_size: int) -> _Scored:
@@ -300,10 +320,19 @@ class Hook:
         self.curriculum.observe(cb, selection)
         return w_rows, loss_plan(w_rows, self.weight_kl, self.kl_on), selection, cb
 
+    def note(self, metrics: dict[str, float], step: int) -> None:
+        """Columns of the step's row besides the local engine's (the rollout's agreement with the trainer),
+        with a warning when vLLM's probabilities stray from the trainer's (stale or wrong weights)."""
+        self._pending().extra.update(metrics)
+        if metrics.get("rollout/probs_diff_mean", 0.0) > ROLLOUT_DIFF_WARN:
+            log.warning("step %d: vLLM's token probabilities differ from the trainer's by %.4f on average (max %.4f; "
+                        "bf16 on both sides: about 0.001): are the rollout's weights the trained ones?", step,
+                        metrics["rollout/probs_diff_mean"], metrics.get("rollout/probs_diff_max", float("nan")))
+
     def record(self, step: int, selection: Selection, plan: LossPlan, actor_metrics: dict[str, float]) -> dict[str, Any]:
         """The step's row of ``metrics.jsonl`` (the local engine's columns), appended to the file."""
         p = self.pending
-        rec = {"step": int(step), **p.metrics, **selection.metrics, **actor_metrics,
+        rec = {"step": int(step), **p.metrics, **p.extra, **selection.metrics, **actor_metrics,
                "actor/update_seqs": float(plan.keep.sum()),
                "time/step_s": time.perf_counter() - p.t0}
         if self.metrics_path is not None:

@@ -107,6 +107,8 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "actor_rollout_ref.actor.kl_loss_type": s.kl_type,
         "actor_rollout_ref.actor.entropy_coeff": 0.0,
         "actor_rollout_ref.actor.loss_agg_mode": s.loss_agg_mode,
+        "actor_rollout_ref.actor.fsdp_config.param_offload": bool(v.param_offload),
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload": bool(v.optimizer_offload),
         # resume checkpoints only: the evaluated steps are merged to HF on the CPU (`export.export_step`)
         "actor_rollout_ref.actor.checkpoint.save_contents": ["model", "optimizer", "extra"],
         "actor_rollout_ref.actor.checkpoint.load_contents": ["model", "optimizer", "extra"],

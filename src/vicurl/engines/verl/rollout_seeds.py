@@ -19,6 +19,7 @@ into its sampling parameters (registered through ``agent_loops.yaml``, the launc
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable
@@ -52,6 +53,7 @@ class SeededRollouts:
     def __init__(self, manager, seed: int, step_of: Callable[[], int]):
         self._manager, self._seed, self._step_of = manager, int(seed), step_of
         self._calls: dict[int, int] = defaultdict(int)
+        self.seconds: dict[int, float] = defaultdict(float)  # each step's generation time (time/rollout_s)
 
     def generate_sequences(self, batch):
         step = int(self._step_of())
@@ -59,7 +61,9 @@ class SeededRollouts:
         self._calls[step] += 1
         ids = [str((info or {}).get("id")) for info in batch.non_tensor_batch["extra_info"]]
         batch.non_tensor_batch[FIELD] = np.array(batch_seeds(self._seed, step, call, ids), dtype=object)
+        t0 = time.perf_counter()
         out = self._manager.generate_sequences(batch)
+        self.seconds[step] += time.perf_counter() - t0
         batch.non_tensor_batch.pop(FIELD, None)
         out.non_tensor_batch.pop(FIELD, None)
         return out
@@ -68,11 +72,39 @@ class SeededRollouts:
         return getattr(self._manager, name)
 
 
+def token_builder_model_type(tokenizer, hf_model_type: str | None) -> str | None:
+    """The model type verl's agent loop picks its token builder by: the config's, unless that builder
+    cannot be made for this tokenizer. DeepSeek-R1-Distill's config says ``qwen2``, whose builder
+    requires Qwen's ``<|im_end|>``, a token R1-Distill's tokenizer replaced by its own (``<｜Assistant｜>``
+    has its id). The model-specific builders only join turns of a multi-turn dialogue; these rollouts
+    are single-turn prompts the project renders itself, for which verl's default builder is the same."""
+    from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+
+    key = (id(tokenizer), hf_model_type)
+    if key not in _BUILDER_TYPES:  # an agent loop is built for every request: decided once per tokenizer
+        try:
+            create_continuous_token_builder(tokenizer, hf_model_type=hf_model_type)
+            _BUILDER_TYPES[key] = hf_model_type
+        except ValueError as e:
+            if "does not define required token" not in str(e):
+                raise
+            _BUILDER_TYPES[key] = None
+    return _BUILDER_TYPES[key]
+
+
+_BUILDER_TYPES: dict[tuple[int, str | None], str | None] = {}
+
+
 def _agent_loop_class():
     from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
     class SeededSingleTurnAgentLoop(SingleTurnAgentLoop):
-        """verl's single-turn agent loop with the request's seed in its sampling parameters."""
+        """verl's single-turn agent loop with the request's seed in its sampling parameters (and a token
+        builder the tokenizer supports: `token_builder_model_type`)."""
+
+        def __init__(self, *args, hf_model_type: str | None = None, **kwargs):
+            hf_model_type = token_builder_model_type(kwargs["tokenizer"], hf_model_type)
+            super().__init__(*args, hf_model_type=hf_model_type, **kwargs)
 
         async def run(self, sampling_params: dict[str, Any], priority: int = 0, **kwargs):
             seed = kwargs.pop(FIELD, None)

@@ -44,6 +44,7 @@ AdaRFT and SENT).
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -57,7 +58,7 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.metric import reduce_metrics
 
 from vicurl.engines.verl import export
-from vicurl.engines.verl.hook import Hook
+from vicurl.engines.verl.hook import Hook, rollout_agreement
 from vicurl.engines.verl.rollout_seeds import SeededRollouts
 from vicurl.engines.verl.sampler import CurriculumSampler, proposes
 from vicurl.io import write_json
@@ -112,6 +113,9 @@ class VICuRLTrainer(RayPPOTrainer):
                         total_steps=int(settings.total_steps),
                         metrics_path=Path(cfg.work_dir) / "metrics.jsonl", prompt_stats=stats)
             self._hook = hook
+            from vicurl.grading import symbolic
+
+            symbolic.configure(workers=symbolic.cpu_workers())  # the GPUs wait while the step is graded
         return hook
 
     # ------------------------------------------------------------ overrides
@@ -151,6 +155,9 @@ class VICuRLTrainer(RayPPOTrainer):
         hook = self._vicurl_hook()
         step = int(self.global_steps)
         scored = hook.score(batch, old_log_prob.batch["entropys"])
+        if "rollout_log_probs" in batch.batch.keys():
+            hook.note(rollout_agreement(batch.batch["rollout_log_probs"], old_log_prob.batch["old_log_probs"],
+                                        batch.batch["response_mask"]), step)
         sampler = getattr(self, "_vicurl_sampler", None)
         if sampler is not None and sorted(scored.prompt_ids) != sorted(sampler.drawn.get(step, [])):
             raise RuntimeError(f"step {step}: the batch's prompts are not the ones curriculum "
@@ -277,11 +284,15 @@ class VICuRLTrainer(RayPPOTrainer):
         weighted.batch["rollout_is_weights"] = plan.is_weights[:, None].expand(mask.shape).to(torch.float32).contiguous()
         group = self.actor_rollout_wg
         self.actor_rollout_wg = _NormalizerScaledGroup(group, plan.scale, one_mini_batch=self._vicurl_skips_dropped())
+        t0 = time.perf_counter()
         try:
             actor_output = super()._update_actor(weighted)
         finally:
             self.actor_rollout_wg = group
-        actor_metrics = {}
+        # the local engine's timing columns: the step's generation (rollout_seeds) and this update
+        rollouts = getattr(self, "async_rollout_manager", None)
+        actor_metrics = {"time/update_s": time.perf_counter() - t0,
+                         "time/rollout_s": float(getattr(rollouts, "seconds", {}).pop(step, float("nan")))}
         for k, v in reduce_metrics(dict(actor_output.meta_info["metrics"])).items():  # reduces a copy
             try:
                 actor_metrics[k] = float(v)

@@ -1,0 +1,123 @@
+"""Per-GPU memory of the paper's training runs on verl (an estimate), by model and phase of a step.
+
+The paper trains on 8 x A100 40GB. verl 0.9.1's FSDP2 actor keeps fp32 weights, fp32 gradients and
+AdamW's two fp32 moments, sharded over the node's GPUs; the reference model's weights are offloaded
+to the CPU (forward-only FSDP2 models get verl's CPUOffloadPolicy). Per GPU, W GPUs, N parameters,
+T tokens a micro-batch (``verl.max_token_len_per_gpu``, dynamic batch size), V the vocabulary:
+
+  resident      4N/W weights + 8N/W Adam moments (+ 4N/W gradients during the update);
+                ``param_offload`` / ``optimizer_offload`` move weights / moments to the CPU
+  activations   gradient checkpointing (verl's default): each layer's input, T * h * L * 2 bytes,
+                and one layer recomputed at a time, about T * (10 h + 3 i) * 2 bytes
+  logits        without flash-attn's fused cross entropy, verl's log-softmax materializes the logits
+                in fp32: k * T * V * 4 bytes, k measured below on the CPU through verl's own
+                ``logprobs_from_logits`` and ``entropy_from_logits`` (forward and backward)
+  rollout       vLLM's share, ``gpu_memory_utilization`` of the GPU (weights and KV cache), while
+                the actor's resident part stays; vLLM sleeps (frees it) during the passes and update
+
+The peak of a step is the larger of the rollout phase (resident without gradients + vLLM's share)
+and the update (resident with gradients + activations + logits). Estimates, not measurements on a
+GPU: allocator fragmentation and CUDA context (about 1 GB) come on top.
+
+    .venv/bin/python measurements/gpu_memory.py [--gpu-gb 40] [--no-measure]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "measurements"))
+
+from gpu_time_estimate import ARCHS  # noqa: E402  (the paper's models' published configurations)
+
+from vicurl.settings import VerlSettings  # noqa: E402
+
+GB = 1e9
+
+
+def logits_factors(tokens: int = 1024, vocab: int = 151936) -> tuple[float, float]:
+    """Peak bytes over T * V * 4 of verl's log-probs of ``tokens`` positions from bf16 logits (the
+    actor's output dtype): forward and backward (the update), and log-probs + entropy without grad
+    (the old-policy pass); measured on the CPU from a fresh process's peak resident memory."""
+    import subprocess
+
+    code = f"""
+import resource, sys, torch
+from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits
+torch.manual_seed(0)
+h = torch.randn({tokens}, 64, dtype=torch.bfloat16, requires_grad=sys.argv[1] == "update")
+w = (torch.randn(64, {vocab}) * 0.02).to(torch.bfloat16)
+labels = torch.randint(0, {vocab}, ({tokens},))
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+logits = h @ w
+if sys.argv[1] == "update":
+    logprobs_from_logits(logits, labels).sum().backward()
+else:
+    with torch.no_grad():
+        logprobs_from_logits(logits, labels), entropy_from_logits(logits)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)
+"""
+
+    def peak(kind: str) -> float:
+        out = subprocess.run([sys.executable, "-c", code, kind], capture_output=True, text=True, check=True)
+        return int(out.stdout.strip().splitlines()[-1]) / (tokens * vocab * 4)
+
+    return max(peak("update") for _ in range(3)), max(peak("old_pass") for _ in range(3))  # RSS: the largest of 3
+
+
+def shape(hub_id: str) -> dict:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    kind, kw = ARCHS[hub_id]
+    cfg_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[kind]
+    cfg = cfg_cls(**kw)
+    with torch.device("meta"):
+        n = sum(p.numel() for p in model_cls(cfg).parameters())
+    return {"n": float(n), "h": cfg.hidden_size, "i": cfg.intermediate_size, "layers": cfg.num_hidden_layers,
+            "vocab": cfg.vocab_size}
+
+
+def estimate(m: dict, v: VerlSettings, gpu_gb: float, k: tuple[float, float]) -> dict:
+    """GB per GPU of each phase of a step (the module's formulas)."""
+    w, n, t = v.n_gpus_per_node, m["n"], v.max_token_len_per_gpu
+    resident = (0 if v.param_offload else 4 * n / w) + (0 if v.optimizer_offload else 8 * n / w)
+    act = t * m["h"] * m["layers"] * 2 + t * (10 * m["h"] + 3 * m["i"]) * 2
+    rollout = resident + v.gpu_memory_utilization * gpu_gb * GB
+    old_pass = resident + t * (10 * m["h"] + 3 * m["i"]) * 2 + k[1] * t * m["vocab"] * 4
+    update = resident + 4 * n / w + act + k[0] * t * m["vocab"] * 4
+    phases = {"rollout": rollout, "old_pass": old_pass, "update": update}
+    return {"resident": resident / GB, **{p: b / GB for p, b in phases.items()}, "peak": max(phases.values()) / GB}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu-gb", type=float, default=40.0, help="GPU memory (the paper's A100s: 40)")
+    ap.add_argument("--no-measure", action="store_true", help="assume the logits factors instead of measuring them")
+    a = ap.parse_args()
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    k = (1.5, 1.0) if a.no_measure else logits_factors()
+    print(f"logits factors over T * V * 4 bytes: update {k[0]:.2f}, old-policy pass {k[1]:.2f} "
+          f"({'assumed' if a.no_measure else 'measured on this CPU, bf16 logits'})\n")
+    print(f"| model | verl settings | tokens a micro-batch | offload | resident | rollout | old-policy pass | update | "
+          f"peak / {a.gpu_gb:.0f} GB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    base = VerlSettings.from_dict(paper.get("verl"))
+    for name, model in paper["models"].items():
+        m = shape(model["hub_id"])
+        for label, v in (("config/paper.yaml", base.for_model(name)), ("without verl.models", base.for_model(""))):
+            e = estimate(m, v, a.gpu_gb, k)
+            offload = "+".join(x for x, on in (("params", v.param_offload), ("optimizer", v.optimizer_offload)) if on)
+            print(f"| {name} | {label} | {v.max_token_len_per_gpu:,} | {offload or '-'} | {e['resident']:.1f} | "
+                  f"{e['rollout']:.1f} | {e['old_pass']:.1f} | {e['update']:.1f} | {e['peak']:.1f}"
+                  f"{' OVER' if e['peak'] > a.gpu_gb * 0.9 else ''} |")
+
+
+if __name__ == "__main__":
+    main()

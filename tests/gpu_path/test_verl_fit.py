@@ -1,0 +1,261 @@
+"""verl's own training loop (``RayPPOTrainer.fit`` with ``VICuRLTrainer``'s overrides) run for real on
+the CPU: the project's launcher, verl's ``run_ppo``, Ray, FSDP2 workers, vLLM's CPU build as the
+rollout, on the demo's tiny base model. Each run is its own process (`conftest.launch_verl`); what
+each step handed the hooks is recorded (`verl_recorder.py`), and the assertions read the runs'
+own outputs: metrics, exports, checkpoints, recorded batches.
+
+Runs (about 2 minutes each on 2 cores, most of it starting Ray's workers and vLLM):
+  VI-CuRL, entropy reward   uninterrupted; and killed after step 2's save, then resumed
+  VCRL, oracle reward       with replay from its memory bank
+  SENT, oracle reward       a curriculum that proposes each step's prompts (the sampler)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from vicurl.algos.confidence import group_mean, normalized_uncertainty
+from vicurl.algos.grpo import grpo_loss, loss_config
+from vicurl.curriculum.schedules import linear_beta
+from vicurl.engines.verl.hook import read_metrics
+from vicurl.settings import TrainSettings
+
+pytestmark = pytest.mark.verl_fit
+
+BASE = {"batch_size": 8, "group_size": 4, "max_prompt_length": 96, "max_response_length": 48, "lr": 5e-3,
+        "save_every": 2, "seed": 0, "chat_template": False, "micro_batch_size": 32}
+# what differs between two runs of one setting: wall times and memory
+VOLATILE = ("time/", "timing", "actor/perf/", "perf/")
+
+
+def records(run: Path, step: int, kind: str) -> list[dict]:
+    """What the recorder wrote for ``step``: ``old_pass`` (one per old-policy pass) or ``update``."""
+    return [torch.load(p, weights_only=False) for p in sorted((run / "recorded").glob(f"step{step}.{kind}*.pt"))]
+
+
+def stable(row: dict) -> dict:
+    return {k: v for k, v in row.items() if not k.startswith(VOLATILE)}
+
+
+def response_logprobs(model, rec: dict) -> torch.Tensor:
+    """log pi(response token) of each recorded row under ``model`` (verl's layout: the responses are the
+    last columns of input_ids), at temperature 1."""
+    r = rec["responses"].shape[1]
+    logits = model(input_ids=rec["input_ids"], attention_mask=rec["attention_mask"],
+                   position_ids=rec["position_ids"], use_cache=False).logits[:, -r - 1 : -1].float()
+    return torch.log_softmax(logits, -1).gather(-1, rec["responses"][..., None])[..., 0]
+
+
+def trained_prompts(update: dict) -> set[str]:
+    """The prompts whose rows the update trains on (a dropped row's response mask is all zero)."""
+    return {pid for pid, m in zip(update["ids"], update["response_mask"]) if m.sum() > 0}
+
+
+@pytest.fixture(scope="module")
+def entropy_runs(vllm, verl_launch, tiny_model_dir, demo_train_set, tmp_path_factory):
+    """VI-CuRL with the entropy reward (RENT), 3 steps: run ``a`` uninterrupted, run ``b`` killed (every
+    process, SIGKILL) once verl's save of step 2 is complete, then resumed by the same command."""
+    settings = {**BASE, "total_steps": 3, "reward": "entropy", "curriculum": "vicurl", "export_steps": [1, 2, 3]}
+    root = tmp_path_factory.mktemp("vicurl_entropy")
+    rc, log = verl_launch(root / "a", settings, tiny_model_dir, demo_train_set)
+    assert rc == 0, log[-4000:]
+    rc, log = verl_launch(root / "b", settings, tiny_model_dir, demo_train_set, kill_after_save=2)
+    assert rc != 0 and not (root / "b" / "metrics.jsonl").exists(), log[-2000:]
+    rc, log = verl_launch(root / "b", settings, tiny_model_dir, demo_train_set)
+    assert rc == 0, log[-4000:]
+    return root / "a", root / "b", settings
+
+
+# ---------------------------------------------------------------- VI-CuRL with a verifier-free reward
+
+
+def test_one_metrics_row_per_step_on_the_papers_schedule(entropy_runs, tiny_model_dir, demo_train_set, tmp_path):
+    """metrics.jsonl: one row per step, beta_target on the linear schedule from 0.2 to 1 over the run,
+    beta_actual the kept share, and every column the local engine writes for the same settings."""
+    from vicurl.data import schema
+    from vicurl.engines.local import LocalTrainer
+
+    a, _, settings = entropy_runs
+    rows = read_metrics(a / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        assert r["curriculum/beta_target"] == pytest.approx(linear_beta(r["step"], 3))
+        assert r["curriculum/beta_actual"] == pytest.approx(r["curriculum/kept"] / settings["batch_size"])
+        assert r["curriculum/beta_actual"] >= r["curriculum/beta_target"] - 1e-9
+    assert rows[0]["curriculum/kept"] < settings["batch_size"] == rows[-1]["curriculum/kept"]
+    local = LocalTrainer(TrainSettings.from_dict({**settings, "total_steps": 1}), tiny_model_dir,
+                         schema.read(demo_train_set), tmp_path / "local")
+    missing = set(local.train_step(1)) - set(rows[0])
+    assert not missing, missing
+
+
+def test_the_kept_prompts_are_the_most_confident_by_verls_entropies(entropy_runs, tiny_model_dir):
+    """Each step the update trains on the prompts of highest confidence c(x) (`vicurl.algos.confidence`),
+    computed here from the per-token entropies verl's old-policy pass returned; the others left the
+    batch (at most a padding group's rows remain, masked)."""
+    from transformers import AutoConfig
+
+    a, _, settings = entropy_runs
+    vocab = AutoConfig.from_pretrained(tiny_model_dir).vocab_size
+    for row in read_metrics(a / "metrics.jsonl"):
+        step, k = row["step"], int(row["curriculum/kept"])
+        (old,) = records(a, step, "old_pass")
+        (update,) = records(a, step, "update")
+        ids, c = group_mean(normalized_uncertainty(old["entropys"], old["response_mask"], vocab), np.array(old["ids"]))
+        most_confident = set(ids[np.argsort((1.0 - c).numpy(), kind="stable")[:k]])
+        assert trained_prompts(update) == most_confident, step
+        assert len(update["ids"]) == k * settings["group_size"]  # dropped prompts' rows are not in the update
+
+
+def test_the_update_is_the_kept_prompts_update_weighted_one_over_beta(entropy_runs, tiny_model_dir):
+    """Step 1 (beta 0.2): the gradient verl's FSDP actor took (its grad norm, bf16 compute) equals the
+    local loss's (`vicurl.algos.grpo.grpo_loss`, float32) on the kept prompts alone, each weighted
+    1/beta-hat over the whole batch's normalizer, from the base model the step started from; with weight
+    1 instead (the dropped prompts' share lost) the norm would be beta-hat times as large."""
+    from transformers import AutoModelForCausalLM
+
+    a, _, settings = entropy_runs
+    row = read_metrics(a / "metrics.jsonl")[0]
+    (update,) = records(a, 1, "update")
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    mask = update["response_mask"].float()
+    kept = mask.sum(-1) > 0
+    seq_w = torch.where(kept, update["rollout_is_weights"][:, 0] * update["scale"], torch.zeros(len(kept)))
+    assert torch.allclose(seq_w[kept], torch.full((int(kept.sum()),), row["curriculum/weight"]))
+    n = settings["batch_size"] * settings["group_size"]
+    cfg = loss_config(TrainSettings.from_dict(settings))
+
+    def grad_norm(weights):
+        model.zero_grad()
+        logp = response_logprobs(model, update)
+        loss, _ = grpo_loss(logp, update["old_log_probs"], update["advantages"], mask, weights, cfg,
+                            ref_log_prob=update["ref_log_prob"], global_batch_size=n)
+        loss.backward()
+        return float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()])))
+
+    verl = float(np.mean(update["metrics"]["actor/grad_norm"]))
+    assert verl == pytest.approx(row["actor/grad_norm"])
+    assert grad_norm(seq_w) == pytest.approx(verl, rel=0.05)
+    beta_hat = row["curriculum/beta_actual"]
+    assert grad_norm(kept.float()) == pytest.approx(beta_hat * verl, rel=0.05) and beta_hat < 0.5
+
+
+def test_vllm_samples_from_the_weights_the_last_update_made(entropy_runs, tiny_model_dir):
+    """After each update the rollout's weights are the actor's: the log-probs vLLM reported for its
+    samples of steps 2 and 3 equal the actor's old-policy log-probs of the same tokens up to bf16
+    rounding, and are far from the base model's (the policy moved)."""
+    from transformers import AutoModelForCausalLM
+
+    a, _, _ = entropy_runs
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    for step in (2, 3):
+        (old,) = records(a, step, "old_pass")
+        m = old["response_mask"].bool()
+        vllm_lp = old["rollout_log_probs"][m]
+        synced = (old["old_log_probs"][m] - vllm_lp).abs()
+        with torch.no_grad():
+            stale = (response_logprobs(base, old)[m] - vllm_lp).abs()
+        assert float((old["old_log_probs"][m].exp() - vllm_lp.exp()).abs().max()) < 0.02, step
+        assert float(stale.mean()) > 5 * float(synced.mean()), (step, float(stale.mean()), float(synced.mean()))
+
+
+def test_a_killed_run_resumes_to_the_uninterrupted_runs_numbers(entropy_runs):
+    """Killed after step 2's save and resumed: step 3's metrics and every export equal the uninterrupted
+    run's (the rollouts are seeded per request, `vicurl.engines.verl.rollout_seeds`), the export the kill
+    interrupted is redone, and the save from before the kill no longer keeps its shards."""
+    from safetensors.torch import load_file
+
+    from vicurl.engines.verl.export import checkpoint_dir
+
+    a, b, _ = entropy_runs
+    assert "training from verl's save of step 2" in (b / "launch.log").read_text()
+    assert [stable(r) for r in read_metrics(b / "metrics.jsonl")] == [stable(r) for r in read_metrics(a / "metrics.jsonl")]
+    for step in (1, 2, 3):
+        wa, wb = (load_file(run / "checkpoints" / f"step{step}" / "model.safetensors") for run in (a, b))
+        assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa), step
+    for run in (a, b):
+        with_shards = sorted(d.name for d in checkpoint_dir(run / "_work").glob("global_step_*") if (d / "actor").is_dir())
+        assert with_shards == ["global_step_3"], run
+
+
+def test_the_exports_load_in_transformers_and_vllm_and_generate(entropy_runs, engine_args):
+    """Each evaluated step's export is a Hugging Face folder both generators load and sample from."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from vicurl.evaluation.vllm_generate import generate_records_vllm
+    from vicurl.settings import SamplingSettings
+
+    a, _, _ = entropy_runs
+    export = a / "checkpoints" / "step3"
+    tok = AutoTokenizer.from_pretrained(export)
+    model = AutoModelForCausalLM.from_pretrained(export)
+    ids = tok("Compute 2 + 3.\n", return_tensors="pt")
+    out = model.generate(**ids, max_new_tokens=8, do_sample=False, pad_token_id=tok.pad_token_id)
+    assert out.shape[1] > ids["input_ids"].shape[1]
+    problems = pd.DataFrame({"id": ["a"], "question": ["Compute 2 + 3."]})
+    records_ = generate_records_vllm(str(export), problems, SamplingSettings(n=2, temperature=1.0, top_p=1.0,
+                                                                               max_new_tokens=8, seed=0),
+                                     engine_args=engine_args)
+    assert len(records_) == 2 and (records_["n_tokens"] > 0).all()
+
+
+# ---------------------------------------------------------------- VCRL's replay, the oracle reward
+
+
+def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model_dir, demo_train_set, tmp_path):
+    """VCRL with the oracle reward: once the threshold rises (step 2), dropped prompts' rows are refilled
+    with memory-bank prompts rolled out inside the step (a second generation and old-policy pass), and
+    the update trains on them. (verl's fit raised KeyError 'mfu' at the first replay before the replay
+    batch carried global_token_num.)"""
+    settings = {**BASE, "total_steps": 3, "reward": "oracle", "curriculum": "vcrl",
+                "curriculum_params": {"switch_step": 1}, "export_steps": [3]}
+    rc, log = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set)
+    assert rc == 0, log[-4000:]
+    rows = read_metrics(tmp_path / "vcrl" / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert 0 < rows[0]["reward/oracle_acc"] < 1  # the rewards vary: VCRL has something to keep
+    replayed = [r["step"] for r in rows if r["curriculum/replayed"] > 0]
+    assert replayed, [r["curriculum/replayed"] for r in rows]
+    for step in replayed:
+        main, replay = records(tmp_path / "vcrl", step, "old_pass")
+        (update,) = records(tmp_path / "vcrl", step, "update")
+        bank = set(replay["ids"])
+        assert not bank & set(main["ids"]) and bank <= trained_prompts(update)
+
+
+# ---------------------------------------------------------------- a curriculum that proposes the batch
+
+
+def test_sent_draws_the_prompts_it_proposes(vllm, verl_launch, tiny_model_dir, demo_train_set, tmp_path):
+    """SENT chooses each step's prompts from the initial policy's semantic entropies (rule prompt_stats'
+    table): verl's dataloader, through the project's sampler, rolls out exactly the prompts SENT proposes
+    for that step (computed here from the same table), and every one is trained on."""
+    from vicurl.curriculum import make_curriculum
+    from vicurl.curriculum.prompt_stats import offline_statistics
+    from vicurl.data import schema
+    from vicurl.engines.verl.sampler import CurriculumSampler
+
+    df = schema.read(demo_train_set)
+    stats = offline_statistics(tiny_model_dir, df, {"k": 4, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 48,
+                                                    "batch_size": 256, "seed": 0}, device="cpu")
+    stats_path = tmp_path / "prompt_stats.parquet"
+    stats.to_parquet(stats_path)
+    settings = {**BASE, "total_steps": 2, "reward": "oracle", "curriculum": "sent", "export_steps": [2]}
+    rc, log = verl_launch(tmp_path / "sent", settings, tiny_model_dir, demo_train_set, prompt_stats=str(stats_path))
+    assert rc == 0, log[-4000:]
+    sent = make_curriculum("sent", {})
+    sent.setup(df, batch_size=BASE["batch_size"], total_steps=2, seed=BASE["seed"], stats=stats)
+    sampler = CurriculumSampler(sent, list(df["id"]), BASE["batch_size"], BASE["seed"])
+    for step in (1, 2):
+        proposed = {str(df["id"].iloc[i]) for i in sampler.batch(step)}
+        (old,) = records(tmp_path / "sent", step, "old_pass")
+        (update,) = records(tmp_path / "sent", step, "update")
+        assert set(old["ids"]) == proposed == trained_prompts(update), step
+    assert [r["step"] for r in read_metrics(tmp_path / "sent" / "metrics.jsonl")] == [1, 2]
+    assert json.loads((tmp_path / "sent" / "_work" / "settings.json").read_text())["curriculum"] == "sent"

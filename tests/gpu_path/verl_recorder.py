@@ -1,0 +1,61 @@
+"""Test harness: what each step of verl's own ``fit()`` handed the trainer's hooks, written to disk.
+
+Imported in every process verl starts when named in ``VERL_USE_EXTERNAL_MODULES`` (after
+`vicurl.cpu_rehearsal.verl_cpu`); it wraps two methods of verl's ``RayPPOTrainer`` that
+``VICuRLTrainer`` calls through ``super()``, only where ``VICURL_RECORD_DIR`` is set, and changes
+nothing they do:
+
+``_compute_old_log_prob``  the old-policy pass's input and output: each row's prompt id, response
+                           mask, verl's per-token entropies and old log-probs, vLLM's log-probs
+``_update_actor``          the batch the update got (after the curriculum's rows were dropped and
+                           weighted), the loss normalizer's scale, and the actor's metrics
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+DIR = os.environ.get("VICURL_RECORD_DIR")
+KEYS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask", "advantages",
+        "old_log_probs", "ref_log_prob", "rollout_is_weights", "rollout_log_probs")
+
+
+def _rows(batch) -> dict:
+    ntb = batch.non_tensor_batch
+    ids = [str((e or {}).get("id")) for e in ntb["extra_info"]] if "extra_info" in ntb else []
+    return {"ids": ids, "uid": [str(u) for u in ntb.get("uid", [])]}
+
+
+def _install(folder: Path) -> None:
+    import torch
+    from verl.trainer.ppo import ray_trainer
+
+    counter = itertools.count()
+    base = ray_trainer.RayPPOTrainer
+    old_pass, update = base._compute_old_log_prob, base._update_actor
+
+    def _compute_old_log_prob(self, batch):
+        out, mfu = old_pass(self, batch)
+        rec = {"step": int(self.global_steps), **_rows(batch),
+               **{k: batch.batch[k].clone() for k in KEYS if k in batch.batch.keys()},
+               "entropys": out.batch["entropys"].clone(), "old_log_probs": out.batch["old_log_probs"].clone()}
+        torch.save(rec, folder / f"step{int(self.global_steps)}.old_pass{next(counter)}.pt")
+        return out, mfu
+
+    def _update_actor(self, batch):
+        out = update(self, batch)
+        rec = {"step": int(self.global_steps), **_rows(batch),
+               "scale": float(getattr(self.actor_rollout_wg, "_scale", 1.0)),
+               "metrics": {k: v for k, v in out.meta_info["metrics"].items()},
+               **{k: batch.batch[k].clone() for k in KEYS if k in batch.batch.keys()}}
+        torch.save(rec, folder / f"step{int(self.global_steps)}.update.pt")
+        return out
+
+    base._compute_old_log_prob, base._update_actor = _compute_old_log_prob, _update_actor
+
+
+if DIR:
+    Path(DIR).mkdir(parents=True, exist_ok=True)
+    _install(Path(DIR))
