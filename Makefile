@@ -38,11 +38,10 @@ demo: setup
 mini: setup
 	$(VENV)/bin/snakemake all --cores $(CORES) --replace-workflow-config --configfile config/mini.yaml
 
-## make rehearse: config/gpu_smoke.yaml on this CPU, stand-ins for the Hub's model and data (docs/verl.md)
-## -> results/gpu_smoke_cpu/. Training runs on the local engine until verl's loop runs on a CPU here.
-REHEARSE_ARGS ?= --config engine=local
+## make rehearse: config/gpu_smoke.yaml on this CPU, verl's loop and vLLM's CPU build, stand-ins for the Hub's
+## model and data (docs/verl.md) -> results/gpu_smoke_cpu/
 rehearse: setup-vllm
-	$(VLLM_PY) -m vicurl.cpu_rehearsal run all --cores $(CORES) $(REHEARSE_ARGS)
+	$(VLLM_PY) -m vicurl.cpu_rehearsal run all --cores $(CORES)
 
 ## make test: the test suite in .venv, then the tests of the GPU path's libraries (vLLM, verl's loop) in .venv-vllm
 test: test-main test-gpu-path

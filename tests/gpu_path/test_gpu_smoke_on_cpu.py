@@ -4,6 +4,7 @@ CPU build generating, stand-ins for the Hub's model and data (`vicurl.cpu_rehear
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -21,12 +22,20 @@ def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.vllm
-def test_the_gpu_smoke_dags_evaluation_runs_through_vllm_on_the_cpu(vllm, tmp_path):
-    """Data from local files, 4 training steps (the local engine), then the evaluation half through
-    vLLM: one generation job per checkpoint (Base, steps 2 and 4) on the `gpu` resource, grading,
-    the table."""
-    out = run(tmp_path, "all", "--config", "engine=local")
+@pytest.mark.verl_fit
+def test_the_gpu_smoke_dag_runs_end_to_end_on_the_cpu(vllm, tmp_path):
+    """The first cluster run, rehearsed whole: data from local files -> 4 steps of verl's own loop
+    (Ray, FSDP2, vLLM's CPU build as the rollout; majority vote, VI-CuRL) -> the exports of steps 2 and 4
+    -> one vLLM generation job per checkpoint (Base, steps 2 and 4) on the `gpu` resource -> grading
+    -> the table; then rule prompt_stats through vLLM."""
+    out = run(tmp_path, "all")
     assert out.returncode == 0, out.stderr[-4000:]
+    run_dir = tmp_path / RESULTS / "runs" / "main" / "qwen_0.5b_instruct" / "majority_vote-vicurl" / "seed0"
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert [r["curriculum/beta_target"] for r in rows] == pytest.approx([0.2, 0.2 + 0.8 / 3, 0.2 + 1.6 / 3, 1.0])
+    assert (run_dir / "_work" / "verl_log.jsonl").exists()  # verl's own logger: the loop was verl's
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step2", "step4"]
     log = out.stdout + out.stderr
     assert "generate_checkpoint" in log and "gpu=1" in log
     results = tmp_path / RESULTS
@@ -45,7 +54,7 @@ def test_the_gpu_smoke_dags_evaluation_runs_through_vllm_on_the_cpu(vllm, tmp_pa
 
     # rule prompt_stats samples through vLLM too (AdaRFT's and SENT's table; no curriculum here asks for it)
     stats = RESULTS / "prompt_stats" / "qwen_0.5b_instruct" / "deepscaler.parquet"
-    out = run(tmp_path, str(stats), "--config", "engine=local")
+    out = run(tmp_path, str(stats))
     assert out.returncode == 0, out.stderr[-4000:]
     assert len(pd.read_parquet(tmp_path / stats)) == 64
     assert "(vllm)" in (results / "logs" / "prompt_stats" / "qwen_0.5b_instruct" / "deepscaler.log").read_text()

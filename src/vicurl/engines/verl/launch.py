@@ -291,6 +291,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--prompt-stats")
     p.add_argument("--continue-from", metavar="WORK_DIR:STEP", help="the work folder and last step of the run this one continues")
     a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     verl = json.loads(Path(a.verl_config).read_text()) if a.verl_config else None
     start = None
     if a.continue_from:

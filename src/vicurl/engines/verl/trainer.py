@@ -1,7 +1,9 @@
 """``VICuRLTrainer``: verl 0.9.1's legacy ``RayPPOTrainer`` with the VI-CuRL step hooked in.
 
-Five methods are overridden, each calling verl's own; ``fit()`` is not copied.
+Six methods are overridden, each calling verl's own; ``fit()`` is not copied.
 
+``init_workers``  verl's rollout manager, wrapped so that every rollout request carries its own seed
+    (`vicurl.engines.verl.rollout_seeds`): the samples follow from the run's seed, resumed or not.
 ``_create_dataloader``  for curricula that choose each step's prompts (AdaRFT, SENT) the training
     sampler is ``CurriculumSampler`` (`vicurl.engines.verl.sampler`): each step's batch is the
     curriculum's ``propose`` for that step, drawn when ``fit`` asks for the batch (single-process
@@ -18,7 +20,9 @@ Five methods are overridden, each calling verl's own; ``fit()`` is not copied.
     scored the same way, and written into the rows of dropped prompts of ``batch`` (in place:
     every tensor, ``uid`` and the other per-row fields, and the returned old log-probs), so the
     reference pass, advantages and update that ``fit`` runs next see them
-    (`Hook.merge_replay` explains why this equals the local engine's appended replay).
+    (`Hook.merge_replay` explains why this equals the local engine's appended replay). Last, the
+    rows that contribute nothing to the update (dropped prompts) leave the batch, so the reference
+    pass and the update run on the kept rows only (``train.skip_dropped``, as the local engine).
 ``_update_actor``  the curriculum's weights w_j / beta-hat_t enter verl's loss (``hook.loss_plan``):
     ``rollout_is_weights`` on the policy term, an all-zero response mask on zero-weight rows,
     and the loss normalizer ``global_batch_size`` divided by the kept rows' common weight (set on
