@@ -166,18 +166,20 @@ def test_tables_carry_every_finding_and_the_rule():
     found = F.verifier_free_findings(_scores(), benchmarks=["easy", "hard"], paper=_paper())
     table = F.to_frame(found)
     assert list(table["key"]) == [f.key for f in found]
-    assert table.loc[0, "mini"] == "+31.0 ± 1.0 pp (n=3)" and table.loc[0, "per_seed"] == "0.3 0.31 0.32"
-    md = F.render_markdown(table, ["a setting line"], "Title")
+    assert table.loc[0, "ours"] == "+31.0 ± 1.0 pp (n=3)" and table.loc[0, "per_seed"] == "0.3 0.31 0.32"
+    md = F.render_markdown(table, ["a setting line"], "Title", "demo")
     assert F.RULE in md and "- a setting line" in md and md.count("\n| ") == len(found) + 1
-    tex = F.render_latex(table, "Caption 50%")
+    assert "| Claim | Paper | Demo (mean ± std across seeds) | Verdict |" in md and "Mini" not in md  # the scenario's name
+    tex = F.render_latex(table, "Caption 50%", "mini")
     assert r"\begin{tabular}" in tex and r"50\%" in tex and r"$\pm$" in tex and tex.count(r"\\") == len(found) + 1
+    assert r"\textbf{Mini (mean $\pm$ std)}" in tex
 
 
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")
 def test_latex_compiles(tmp_path):
     found = F.variance_findings(_probes([(0, 0, 0.2, 1.0, 2.0, 0.3, 1.0), (1, 0, 0.2, 0.8, 2.0, 0.5, 1.0)]), "tiny")
     found += F.verifier_free_findings(_scores(), benchmarks=["easy", "hard"], paper=_paper())
-    tex = F.render_latex(F.to_frame(found), "Findings: " + F.RULE)
+    tex = F.render_latex(F.to_frame(found), "Findings: " + F.RULE, "demo")
     (tmp_path / "t.tex").write_text(standalone_document(tex))
     r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)

@@ -78,8 +78,26 @@ CASES = [  # (response, gold, answer type, correct)
     ("\\boxed{f(n) = 1}, \\boxed{g(n) = n}", "f(n)=n, g(n)=1", "math", False),
     ("\\boxed{1}, \\boxed{-2}", "1,-2", "math", True),
     ("\\boxed{\\{-2, 1\\}}", "1,-2", "math", True),
-    ("\\boxed{1, -2, 1}", "1,-2", "math", False),  # an extra part
-    ("\\boxed{1, 1}", "1,-2", "math", False),  # one answer part cannot match two gold parts
+    ("\\boxed{1, -2, 1}", "1,-2", "math", True),  # a set of solutions: a solution listed twice
+    ("\\boxed{1, -2, 3}", "1,-2", "math", False),  # another solution
+    ("\\boxed{1, 1}", "1,-2", "math", False),  # a solution missing
+    ("\\boxed{1, -2}", "1, 1, -2", "math", False),  # a gold that repeats a part is a list: its multiplicity counts
+    ("\\boxed{1, -2, 1}", "1, 1, -2", "math", True),
+    # parts that share a label: one set of values for that label
+    ("\\boxed{f(x)=x,f(x)=-x}", "f(x)=x,f(x)=-x", "math", True),
+    ("\\boxed{f(x)=-x}, \\boxed{f(x)=x}", "f(x)=x,f(x)=-x", "math", True),
+    ("\\boxed{x=1 \\text{ or } x=2}", "x=1, x=2", "math", True),
+    ("\\boxed{x = 2, x = 1}", "x=1, x=2", "math", True),
+    ("\\boxed{2, 1}", "x=1, x=2", "math", True),  # unlabeled: the values of the gold's one label
+    ("\\boxed{x=1, x=2}", "1, 2", "math", True),
+    ("\\boxed{x=2, y=3}", "x=2, y=3", "math", True),
+    ("\\boxed{f(x)=x, f(x)=x}", "f(x)=x, f(x)=-x", "math", False),  # no false accept
+    ("\\boxed{x=1, x=3}", "x=1, x=2", "math", False),
+    ("\\boxed{x=1, y=2}", "x=1, x=2", "math", False),  # another label
+    # a set of solution pairs; the list type (OlympiadBench's multiple answers) counts every part
+    ("\\boxed{(1,2),(1,2),(3,4)}", "(1,2),(3,4)", "math", True),
+    ("\\boxed{(3,4),(1,2)}", "(1,2),(3,4)", "list", True),
+    ("\\boxed{(1,2),(1,2),(3,4)}", "(1,2),(3,4)", "list", False),
     ("\\boxed{1}", "1,-2", "math", False),
     ("\\boxed{2}, \\boxed{3}, and \\boxed{4}", "2, 3, \\text{ and } 4", "math", True),
     ("\\boxed{69}, \\boxed{84}", "69, 84", "list", True),  # OlympiadBench is_multiple_answer
@@ -192,6 +210,8 @@ def test_a_long_run_of_boxes_reads_a_bounded_final_answer():
     boxes = final_boxes(text)
     assert len(boxes) == MAX_FINAL_BOXES and boxes[-1] == "2"
     [(_, ok)] = grade_batch([text], [{"answer": "1, 2", "answer_type": "math"}])
+    assert ok is True  # the last 64 boxes: 1 (63 times) and 2, the set of solutions {1, 2}
+    [(_, ok)] = grade_batch([text.replace("\\boxed{2}", "\\boxed{3}")], [{"answer": "1, 2", "answer_type": "math"}])
     assert ok is False
 
 

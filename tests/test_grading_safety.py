@@ -130,3 +130,19 @@ def test_a_worker_killed_from_outside_does_not_break_the_caller(pool):
     os.kill(victim.pid, signal.SIGKILL)  # our own child process, by id
     victim.wait()
     assert pool.equiv([("2x", "x+x"), ("3y", "y+y+y")]) == [True, True]
+
+
+def test_the_trainers_grading_pool_follows_its_cpus(monkeypatch):
+    """verl's trainer grades while the GPUs wait: one grader process per CPU it may run on (up to 32),
+    not the default 4; VICURL_GRADER_WORKERS still wins where set."""
+    import os
+
+    from vicurl.grading import symbolic
+
+    monkeypatch.delenv("VICURL_GRADER_WORKERS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert symbolic.cpu_workers() == 32 and symbolic.cpu_workers(cap=8) == 8
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert symbolic.cpu_workers() == 1
+    monkeypatch.setenv("VICURL_GRADER_WORKERS", "3")
+    assert symbolic.cpu_workers() == symbolic.DEFAULT_WORKERS

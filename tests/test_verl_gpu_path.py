@@ -567,3 +567,32 @@ def test_r1_distills_tokenizer_gets_a_token_builder_it_supports():
     chatml = deepseek_distill_tokenizer()
     chatml.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
     assert token_builder_model_type(chatml, "qwen2") == "qwen2"
+
+
+def test_ray_workers_import_the_project_from_the_checkout(tmp_path):
+    """With `--sdm conda` the env holds third-party packages only and only the driver has src/ on its
+    path: the launcher gives Ray's workers PYTHONPATH with this checkout's src/ first
+    (`launch.worker_pythonpath`, verl's ray_init.runtime_env); a Ray worker imports a module from a
+    folder it names that way, and not without it."""
+    import ray
+
+    from vicurl.engines.verl.launch import worker_pythonpath
+
+    assert worker_pythonpath().split(os.pathsep)[0] == str(Path(launch.__file__).resolve().parents[3])
+    (tmp_path / "only_here.py").write_text("VALUE = 42\n")
+
+    @ray.remote
+    def probe():
+        try:
+            import only_here
+
+            return only_here.VALUE
+        except ImportError:
+            return None
+
+    for env, expected in (({"PYTHONPATH": str(tmp_path)}, 42), ({}, None)):
+        ray.init(num_cpus=1, include_dashboard=False, runtime_env={"env_vars": env} if env else None)
+        try:
+            assert ray.get(probe.remote()) == expected
+        finally:
+            ray.shutdown()

@@ -32,8 +32,8 @@ setting = F.setting_lines(F.majority_wrong(graded, answer_types), p.titles)
 
 table = F.to_frame(found)
 title = f"What the {p.scenario} reproduction finds (study {study}, model {model})"
-write_text(snakemake.output.markdown, F.render_markdown(table, setting, title))
-write_text(snakemake.output.tex, F.render_latex(table, f"{title}. Verdict rule: {F.RULE}."))
+write_text(snakemake.output.markdown, F.render_markdown(table, setting, title, p.scenario))
+write_text(snakemake.output.tex, F.render_latex(table, f"{title}. Verdict rule: {F.RULE}.", p.scenario))
 with atomic_path(snakemake.output.csv) as tmp:
     table.to_csv(tmp, index=False)
 log.info("%d findings: %s", len(table), table["verdict"].value_counts().to_dict())

@@ -263,3 +263,18 @@ def test_sent_draws_the_prompts_it_proposes(vllm, verl_launch, tiny_model_dir, d
         assert set(old["ids"]) == proposed == trained_prompts(update), step
     assert [r["step"] for r in read_metrics(tmp_path / "sent" / "metrics.jsonl")] == [1, 2]
     assert json.loads((tmp_path / "sent" / "_work" / "settings.json").read_text())["curriculum"] == "sent"
+
+
+# ---------------------------------------------------------------- what only the CPU needs
+
+
+def test_the_patches_of_verl_internals_still_match_verls_lines():
+    """Each patch of `vicurl.cpu_rehearsal.verl_cpu` answers one line of verl 0.9.1 (named in it): an
+    upgrade of verl that changes the line fails here, so the patch is re-examined, not silently kept."""
+    import subprocess
+    import sys
+
+    code = "from vicurl.cpu_rehearsal.verl_cpu import check_patches; print(check_patches())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -210,8 +210,8 @@ def _list_same(pairs, problems) -> list[bool]:
         ints = [is_integer_text(t) for t in g_items] if len(g_items) == len(gv) else [False] * len(gv)
         gs = sorted(zip(gv, ints))
         out.append(all(close_number(a, b, i) for a, (b, i) in zip(sorted(pv), gs)))
-    if fallback:
-        for k, ok in zip(fallback, answers_equiv([pairs[k] for k in fallback])):
+    if fallback:  # not a list of numbers (OlympiadBench's multiple answers): a list, multiplicity and all
+        for k, ok in zip(fallback, answers_equiv([pairs[k] for k in fallback], as_set=False)):
             out[k] = ok
     return [bool(v) for v in out]
 

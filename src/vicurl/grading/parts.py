@@ -5,13 +5,20 @@
     answers_equiv(pairs)    equivalence of (answer, reference) pairs, part-wise where the reference
                             has several parts, else ``equiv.equiv_many``
 
-Part-wise comparison, where the reference has k > 1 parts:
+Part-wise comparison, where the reference has k > 1 parts (a set written ``\\{1, -2\\}`` counts as its
+elements), by what the reference is:
 
-* the answer must have exactly k parts (a set written ``\\{1, -2\\}`` counts as its elements);
-* labeled references (every part ``name = value``: ``k = 45``, ``f(n) = n``): an answer whose parts
-  are all labeled matches label to label; an unlabeled answer is read in the reference's order;
-* otherwise the parts are compared as a multiset (labels of the answer dropped): each reference
-  part matched by a different equivalent answer part (``69, 84`` == ``84, 69``).
+* a set of solutions (``as_set``: the free-form math answers, unless the reference repeats a part):
+  every reference part has an equivalent answer part and every answer part an equivalent reference
+  part, so an answer may list a solution twice (``(1, 2), (1, 2), (3, 4)`` == ``(1, 2), (3, 4)``)
+  but not miss one or add another (``1, 1`` != ``1, -2``);
+* a list (``as_set=False``: the list answer type, OlympiadBench's multiple answers, and a reference
+  that repeats a part): each reference part matched by a different equivalent answer part, so the
+  answer has exactly k parts, in any order (``69, 84`` == ``84, 69``);
+* labeled references (every part ``name = value``: ``k = 45``, ``f(n) = n``): parts are grouped by
+  label, and the values of one label are compared as above (``f(x) = x, f(x) = -x`` is the set of
+  solutions of f); an answer whose parts are all labeled must have the same labels; an unlabeled
+  answer is the values of a reference with one label, or else read in the reference's order.
 
 Each part is compared by ``equiv`` (normalized strings, exact numbers, math-verify in workers);
 all part comparisons of a batch go to the worker pool at once.
@@ -105,35 +112,79 @@ def _matching(ok: list[list[bool]]) -> bool:
     return all(augment(r, [False] * k) for r in range(k))
 
 
-def _plan(pred: str, gold: str):
+def _values(p_vals: list[str], g_vals: list[str], as_set: bool):
+    """The comparisons of answer values against reference values, and how to combine their verdicts:
+    a bijection (a list) or a cover both ways (a set of solutions). None: wrong without comparing."""
+    k, m = len(g_vals), len(p_vals)
+    if m > MAX_PARTS or (not as_set and m != k):
+        return None
+    pairs = [(p, g) for g in g_vals for p in p_vals]  # row = reference part, column = answer part
+
+    def combine(verdicts) -> bool:
+        ok = [list(verdicts[r * m : (r + 1) * m]) for r in range(k)]
+        if as_set:
+            return all(any(row) for row in ok) and all(any(col) for col in zip(*ok))
+        return _matching(ok)
+
+    return pairs, combine
+
+
+def _all(plans):
+    """One plan of several: their comparisons in a row, true when every one's verdict is."""
+    if any(p is None for p in plans):
+        return None
+    sizes = [len(pairs) for pairs, _ in plans]
+
+    def combine(verdicts) -> bool:
+        at, ok = 0, True
+        for (pairs, sub), n in zip(plans, sizes):
+            ok = sub(verdicts[at : at + n]) and ok
+            at += n
+        return ok
+
+    return [pq for pairs, _ in plans for pq in pairs], combine
+
+
+def _by_label(labeled: list[tuple[str, str]]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for lab, v in labeled:
+        groups.setdefault(lab, []).append(v)
+    return groups
+
+
+def _plan(pred: str, gold: str, as_set: bool = True):
     """The part comparisons a several-part reference needs, and how to combine their verdicts.
 
-    Returns None when the answer is wrong without comparing (another number of parts, labels that
-    differ), else (pairs, combine) where combine(verdicts of pairs) -> bool.
+    Returns None when the answer is wrong without comparing (too many parts, other labels), else
+    (pairs, combine) where combine(verdicts of pairs) -> bool. A reference that repeats a part is a
+    list whatever ``as_set`` says: its multiplicity is part of the answer.
     """
     g_parts, p_parts = split_parts(gold), split_parts(pred)
-    k = len(g_parts)
-    if len(p_parts) != k:
-        return None
+    normalized = [re.sub(r"\s+", "", p) for p in g_parts]
+    as_set = as_set and len(set(normalized)) == len(normalized)
     g_lab = [label_of(p) for p in g_parts]
     p_lab = [label_of(p) for p in p_parts]
     if all(lab for lab, _ in g_lab):
-        if all(lab for lab, _ in p_lab):  # label to label
-            by_label = {lab: v for lab, v in p_lab}
-            if len(by_label) != k or set(by_label) != {lab for lab, _ in g_lab}:
+        g_groups = _by_label(g_lab)
+        if all(lab for lab, _ in p_lab):  # label to label, each label's values as a set or list
+            p_groups = _by_label(p_lab)
+            if set(p_groups) != set(g_groups):
                 return None
-            return [(by_label[lab], v) for lab, v in g_lab], all
-        if not any(lab for lab, _ in p_lab):  # unlabeled: in the reference's order
+            return _all([_values(p_groups[lab], g_groups[lab], as_set) for lab in g_groups])
+        if not any(lab for lab, _ in p_lab):
+            if len(g_groups) == 1:  # the values of the reference's one label
+                return _values(p_parts, next(iter(g_groups.values())), as_set)
+            if len(p_parts) != len(g_parts):  # several labels: read in the reference's order
+                return None
             return [(p, v) for p, (_, v) in zip(p_parts, g_lab)], all
         return None
-    g_vals = [v for _, v in g_lab]
-    p_vals = [v for _, v in p_lab]
-    pairs = [(p, g) for g in g_vals for p in p_vals]  # row = reference part, column = answer part
-    return pairs, lambda verdicts: _matching([list(verdicts[r * k : (r + 1) * k]) for r in range(k)])
+    return _values([v for _, v in p_lab], [v for _, v in g_lab], as_set)
 
 
-def answers_equiv(pairs: Sequence[tuple[str | None, str]], timeout: float | None = None) -> list[bool]:
-    """Equivalence of each (answer, reference): part-wise for a several-part reference, else equiv."""
+def answers_equiv(pairs: Sequence[tuple[str | None, str]], timeout: float | None = None,
+                  as_set: bool = True) -> list[bool]:
+    """Equivalence of each (answer, reference): part-wise for a several-part reference (a set of
+    solutions, or a list with ``as_set=False``), else equiv."""
     out: list[bool] = [False] * len(pairs)
     single: list[int] = []
     plans: dict[int, tuple[list[tuple[str, str]], object]] = {}
@@ -141,7 +192,7 @@ def answers_equiv(pairs: Sequence[tuple[str | None, str]], timeout: float | None
         if pred is None or not str(pred).strip():
             continue
         if several_parts(gold):
-            plan = _plan(str(pred), str(gold))
+            plan = _plan(str(pred), str(gold), as_set)
             if plan is not None:
                 plans[i] = plan
         else:

@@ -293,11 +293,11 @@ def ours_text(f: Finding) -> str:
 def to_frame(found: Iterable[Finding]) -> pd.DataFrame:
     """One row per finding: the claim, the paper's number, ours per seed and summarized, the verdict."""
     return pd.DataFrame([{
-        "key": f.key, "claim": f.claim, "paper": f.paper, "mini": ours_text(f), "verdict": f.verdict,
+        "key": f.key, "claim": f.claim, "paper": f.paper, "ours": ours_text(f), "verdict": f.verdict,
         "mean": f.mean, "std": f.std, "n_seeds": len(f.finite), "threshold": f.threshold, "side": f.side,
         "unit": f.unit, "seeds": " ".join(map(str, f.seeds)),
         "per_seed": " ".join("nan" if not math.isfinite(v) else f"{v:.6g}" for v in f.values),
-    } for f in found], columns=["key", "claim", "paper", "mini", "verdict", "mean", "std", "n_seeds", "threshold",
+    } for f in found], columns=["key", "claim", "paper", "ours", "verdict", "mean", "std", "n_seeds", "threshold",
                                 "side", "unit", "seeds", "per_seed"])
 
 
@@ -312,12 +312,17 @@ def setting_lines(mw: pd.DataFrame, titles: Mapping[str, str]) -> list[str]:
     return out
 
 
-def render_markdown(table: pd.DataFrame, setting: Sequence[str], title: str) -> str:
+def ours_heading(scenario: str) -> str:
+    """The column of our numbers, named after the scenario (config ``scenario``) that produced them."""
+    return f"{scenario[:1].upper()}{scenario[1:]} (mean ± std across seeds)"
+
+
+def render_markdown(table: pd.DataFrame, setting: Sequence[str], title: str, scenario: str) -> str:
     lines = [f"# {title}", "", "Verdict rule: " + RULE + ".", ""]
     if setting:
         lines += ["Setting:", "", *[f"- {s}" for s in setting], ""]
-    lines += ["| Claim | Paper | Mini (mean ± std across seeds) | Verdict |", "|---|---|---|---|"]
-    lines += [f"| {r.claim} | {r.paper} | {r.mini} | {r.verdict} |" for r in table.itertuples()]
+    lines += [f"| Claim | Paper | {ours_heading(scenario)} | Verdict |", "|---|---|---|---|"]
+    lines += [f"| {r.claim} | {r.paper} | {r.ours} | {r.verdict} |" for r in table.itertuples()]
     return "\n".join(lines) + "\n"
 
 
@@ -328,10 +333,11 @@ def _tex(s: str) -> str:
     return s
 
 
-def render_latex(table: pd.DataFrame, caption: str, label: str = "tab:findings") -> str:
+def render_latex(table: pd.DataFrame, caption: str, scenario: str, label: str = "tab:findings") -> str:
+    ours = _tex(ours_heading(scenario).replace(" across seeds", ""))
     body = [r"\begin{table*}[t]", r"\centering", rf"\caption{{{_tex(caption)}}}", rf"\label{{{label}}}",
             r"\resizebox{\linewidth}{!}{", r"\begin{tabular}{p{7cm}p{4.2cm}p{3.6cm}l}", r"\toprule",
-            r"\textbf{Claim} & \textbf{Paper} & \textbf{Mini (mean $\pm$ std)} & \textbf{Verdict} \\", r"\midrule"]
-    body += [f"{_tex(r.claim)} & {_tex(r.paper)} & {_tex(r.mini)} & {_tex(r.verdict)} \\\\" for r in table.itertuples()]
+            rf"\textbf{{Claim}} & \textbf{{Paper}} & \textbf{{{ours}}} & \textbf{{Verdict}} \\", r"\midrule"]
+    body += [f"{_tex(r.claim)} & {_tex(r.paper)} & {_tex(r.ours)} & {_tex(r.verdict)} \\\\" for r in table.itertuples()]
     body += [r"\bottomrule", r"\end{tabular}}", r"\end{table*}"]
     return "\n".join(body) + "\n"
