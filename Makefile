@@ -43,8 +43,11 @@ mini: setup
 rehearse: setup-vllm
 	$(VLLM_PY) -m vicurl.cpu_rehearsal run all --cores $(CORES)
 
-## make test: the test suite in .venv, then the tests of the GPU path's libraries (vLLM, verl's loop) in .venv-vllm
-test: test-main test-gpu-path
+## make test: the test suite in .venv and, beside it, the tests of the GPU path's libraries (vLLM, verl's loop)
+## in .venv-vllm. The two run at once (each prints when it ends): the GPU path's tests wait on Ray, vLLM's
+## engine start and subprocesses three quarters of their time, so together they take little more than the longer.
+test: setup setup-vllm
+	$(MAKE) -j2 --output-sync=target test-main test-gpu-path
 
 test-main: setup
 	$(PY) -m pytest --ignore=tests/gpu_path $(PYTEST_ARGS)

@@ -1,7 +1,9 @@
 """Provenance records: package versions, git commit (or "unknown"), the resolved config."""
 
 import json
+import os
 import subprocess
+import sys
 
 from vicurl import provenance as P
 
@@ -13,6 +15,19 @@ def test_provenance_record(tmp_path):
     assert rec["git"] == {"commit": "unknown", "dirty": None}  # not a git checkout
     assert rec["packages"]["torch"] and rec["packages"]["vicurl"] and "vllm" in rec["packages"]
     assert rec["config"]["train"]["lr"] == 1e-4 and rec["settings"] == {"lr": 1e-4} and rec["engine"] == "local"
+
+
+def test_the_cpu_and_torchs_kernel_set_are_recorded():
+    """The demo's numbers move with the instruction set torch's kernels use (docs/demo.md): the record
+    names it, and follows ATEN_CPU_CAPABILITY, the variable that changes it."""
+    import torch
+
+    assert P.cpu_info()["torch_kernels"] == torch.backends.cpu.get_cpu_capability()
+    code = "import json; from vicurl.provenance import cpu_info; print(json.dumps(cpu_info()))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "ATEN_CPU_CAPABILITY": "default"})
+    info = json.loads(out.stdout)
+    assert info["torch_kernels"] == "DEFAULT" and info["model"]
 
 
 def test_git_state_names_the_commit_and_dirty_flag(tmp_path):

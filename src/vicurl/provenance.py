@@ -32,6 +32,23 @@ def package_versions(packages=PACKAGES) -> dict[str, str | None]:
     return out
 
 
+def cpu_info() -> dict[str, Any]:
+    """The CPU and the instruction set torch's kernels use on it (``ATEN_CPU_CAPABILITY`` overrides it):
+    the demo's numbers move with the latter (docs/demo.md, "Across CPUs")."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
+    except OSError:
+        model = None
+    try:
+        import torch
+
+        kernels = torch.backends.cpu.get_cpu_capability()
+    except ImportError:
+        kernels = None
+    return {"model": model or platform.processor() or None, "torch_kernels": kernels}
+
+
 def git_state(path: str | Path) -> dict[str, Any]:
     """The commit checked out at ``path`` and whether tracked files differ from it."""
     def git(*args: str) -> str | None:
@@ -75,6 +92,7 @@ def provenance(run: Mapping[str, Any], settings: Mapping[str, Any], config: Mapp
         "git": git_state(repo),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
+        "cpu": cpu_info(),
         "host": socket.gethostname(),
         "written_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }

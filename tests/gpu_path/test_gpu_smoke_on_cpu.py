@@ -18,7 +18,7 @@ RESULTS = Path("results") / "gpu_smoke_cpu"
 
 def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     """`make rehearse`'s command in ``workdir``, 2 cores."""
-    return rehearse(workdir, [*args, "--cores", "2"], capture_output=True, text=True, timeout=1200)
+    return rehearse(workdir, [*args, "--cores", "2"], capture_output=True, text=True, timeout=2400)
 
 
 @pytest.mark.vllm

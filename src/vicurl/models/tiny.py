@@ -35,6 +35,7 @@ import torch
 
 from vicurl.io import atomic_path
 from vicurl.prompts import build_prompt, prompt_token_ids
+from vicurl.provenance import cpu_info
 
 PAD_TOKEN = "<|pad|>"
 EOS_TOKEN = "<|endoftext|>"
@@ -437,6 +438,7 @@ def build_base_model(sft_df: pd.DataFrame, out_dir: str | Path, cfg: Mapping[str
             "build_seconds": time.perf_counter() - t0,
             "seed": int(seed),
             "cfg": cfg,
+            "cpu": cpu_info(),  # the weights depend on the kernels' instruction set (docs/demo.md)
         }
     )
     with atomic_path(out_dir) as tmp:
