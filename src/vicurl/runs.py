@@ -205,6 +205,11 @@ def _check_probes(config: dict[str, Any]) -> None:
     for c in probes.get("curricula", []):
         if c not in methods.probeable():
             raise ValueError(f"probes.curricula: {c!r} keeps state across steps; probe one of {methods.probeable()}")
+    for study in probes.get("studies", []):
+        late = [s for s in probes.get("steps") or [] if s >= total_steps(config, study)]
+        if late:
+            raise ValueError(f"probes.steps: {late} are not before the last step of study {study!r} "
+                             f"({total_steps(config, study)} steps); a probe at step s is the policy of step s + 1")
 
 
 def _check_models(config: dict[str, Any]) -> None:
@@ -401,10 +406,13 @@ def is_probed(config: dict[str, Any], run: Run) -> bool:
 
 
 def probe_steps(config: dict[str, Any], run: Run) -> list[int]:
-    """Checkpoints a probed run is probed at: 0 (the base model), every `probes.every` steps, before the last."""
+    """Checkpoints a probed run is probed at: `probes.steps`, or else 0 (the base model) and every
+    `probes.every` steps before the last."""
     if not is_probed(config, run):
         return []
     t = total_steps(config, run.study)
+    if config["probes"].get("steps") is not None:
+        return sorted(set(int(s) for s in config["probes"]["steps"]))
     return list(range(0, t, int(config["probes"].get("every", 50))))
 
 
