@@ -279,6 +279,31 @@ def findings_base():
             for s in config["studies"][FINDINGS["study"]]["seeds"]]
 
 
+def findings_probes():
+    """The probes behind the findings' variance rows: the oracle VI-CuRL runs' of the findings model."""
+    if not FINDINGS:
+        return []
+    return [f"{R}/probes/{run.path}/step{step}.json" for run, step in runs_lib.probes(config)
+            if run.model == FINDINGS["model"] and run.reward == "oracle" and run.curriculum == "vicurl"]
+
+
+def paper_config():
+    """config/paper.yaml with its defaults: the findings' departures compare against it."""
+    import yaml
+
+    with open(f"{workflow.basedir}/config/paper.yaml") as f:
+        paper = yaml.safe_load(f)
+    validate(paper, schema=f"{workflow.basedir}/config/schema.yaml", set_default=True)
+    return paper
+
+
+def findings_settings(cfg, study, model):
+    """The settings of an oracle VI-CuRL run of ``study`` and ``model`` in ``cfg`` that the
+    findings' departures compare, with the model's label and the training set."""
+    settings = runs_lib.train_settings(cfg, runs_lib.Run(study, model, "oracle", "vicurl", 0))
+    return {**settings, "model": cfg["models"][model].get("label", model), "train_set": cfg["studies"][study]["train_set"]}
+
+
 def curve_runs(study, model):
     """The runs a learning-curves figure draws: the study's runs of this model and of report.curve_curricula."""
     wanted = set(config["report"]["curve_curricula"])

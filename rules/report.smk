@@ -188,7 +188,7 @@ rule findings:
     """The findings table: each claim of the paper the study tests, the paper's number, ours and a verdict."""
     input:
         scores=lambda w: f"{R}/report/scores/{FINDINGS['study']}.csv",
-        probes=[f"{R}/report/probes.csv"] if runs_lib.probes(config) else [],
+        probes=findings_probes(),
         metrics=[f"{R}/runs/{r.path}/metrics.jsonl" for r in findings_runs()],
         base=[f"{R}/eval/{r.path}/graded.parquet" for r in findings_base()],
         benchmarks=[dataset_path(b) for b in config["studies"][FINDINGS["study"]]["benchmarks"]] if FINDINGS else [],
@@ -203,6 +203,8 @@ rule findings:
         benchmarks=config["studies"][FINDINGS["study"]]["benchmarks"] if FINDINGS else [],
         titles={d: v.get("label", d) for d, v in config["datasets"].items()},
         scenario=config["scenario"],
+        compared_settings=lambda w: findings_settings(config, FINDINGS["study"], FINDINGS["model"]),
+        paper_settings=lambda w: findings_settings(paper_config(), "main", FINDINGS["paper_model"]),
     log:
         f"{R}/logs/report/findings.log",
     conda:

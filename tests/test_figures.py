@@ -183,3 +183,25 @@ def test_training_curves_smooth_within_each_run():
     assert run["step"].tolist() == list(range(1, 41))
     # the mean of the last 4 steps' 0.01 t (fewer at the start)
     assert run["reward/mean"].tolist() == pytest.approx([0.01 * np.mean(range(max(1, t - 3), t + 1)) for t in range(1, 41)])
+
+
+def test_variance_ratio_draws_the_mechanism_where_probes_record_it(tmp_path, monkeypatch):
+    """With the informative prompts recorded: their ratios (dashed) and the zero-gradient shares."""
+    import vicurl.report.variance as V
+
+    seen = {}
+
+    def spy(ax, df, col, color, label, style="-"):
+        seen[(df["model"].iloc[0], col)] = (df.dropna(subset=[col]).groupby("step")[col].mean(), style)
+
+    p = probes().assign(n_informative=64, n_kept_informative=lambda d: d["n_kept"] // 4)
+    for v in ("sigma2", "vprob"):
+        p[f"{v}_full_inf"], p[f"{v}_kept_inf"] = 2 * p[f"{v}_full"], p[f"{v}_kept"]
+    monkeypatch.setattr(V, "_line", spy)
+    variance_ratio(probes(), tmp_path / "plain.png")
+    assert ("qwen", "zero_kept") not in seen  # older probes: the headline ratios only
+    variance_ratio(p, tmp_path / "r.png")
+    inf, style = seen[("qwen", "ratio_inf_sigma2")]
+    assert style == "--" and np.allclose(inf.values, seen[("qwen", "ratio_sigma2")][0].values / 2)
+    zero_kept, zero_full = seen[("qwen", "zero_kept")][0], seen[("qwen", "zero_full")][0]
+    assert np.allclose(zero_kept.values, 0.75, atol=0.025) and np.allclose(zero_full.values, 0.5)  # n_kept // 4 rounds

@@ -46,26 +46,60 @@ def test_verdict_is_two_standard_errors_by_enumeration():
 # ---------------------------------------------------------------- Section 5.3
 
 
-def _probes(rows):
-    cols = ["study", "model", "reward", "curriculum", "seed", "step", "beta_t", "sigma2_kept", "sigma2_full",
-            "vprob_kept", "vprob_full"]
-    return pd.DataFrame([("s", "tiny", "oracle", "vicurl", *r) for r in rows], columns=cols)
+def _probes(rows, study="s"):
+    """Probe records with scalar estimates only (no per-prompt quantities: no bootstrap), every
+    prompt informative; rows: (seed, step, beta, sigma2_kept, sigma2_full, vprob_kept, vprob_full)."""
+    out = []
+    for seed, step, beta, sk, sf, vk, vf in rows:
+        est = {"sigma2_kept": sk, "sigma2_full": sf, "vprob_kept": vk, "vprob_full": vf}
+        est.update({f"{k}_inf": v for k, v in est.items()})
+        out.append({"study": study, "model": "tiny", "reward": "oracle", "curriculum": "vicurl", "seed": seed,
+                    "step": step, "beta_t": beta, "rollouts": 8, "n_prompts": 32, "n_kept": 16, "n_informative": 32,
+                    "n_kept_informative": 16, **est})
+    return out
 
 
-def test_variance_findings_per_seed_ratio_and_correlation():
-    p = _probes([
+def test_variance_findings_per_condition_and_seed():
+    rows = [
         (0, 0, 0.2, 1.0, 2.0, 0.3, 1.0), (0, 5, 0.6, 1.5, 2.0, 0.6, 1.0), (0, 8, 0.8, 1.8, 2.0, 0.9, 1.0),
-        (0, 10, 1.0, 2.0, 2.0, 1.0, 1.0),  # beta = 1: kept = full, left out of both statistics
+        (0, 10, 1.0, 2.0, 2.0, 1.0, 1.0),  # beta = 1: kept = full, left out of every statistic
         (1, 0, 0.2, 0.8, 2.0, 0.5, 1.0), (1, 5, 0.6, 1.6, 2.0, 0.4, 1.0), (1, 8, 0.8, 1.9, 2.0, 0.8, 1.0),
-    ])
-    out = {f.key: f for f in F.variance_findings(p, "tiny")}
-    ratio = out["variance_ratio/sigma2"]
-    assert ratio.seeds == (0, 1) and ratio.side == "<" and ratio.threshold == 1.0
+    ]
+    p = _probes(rows) + _probes(rows[:3], study="t")
+    found = F.variance_findings(p, "tiny")
+    out = {f.key: f for f in found}
+    assert [f.key for f in found][:4] == ["s/variance_ratio/sigma2", "s/variance_early/sigma2",
+                                          "s/variance_to_one/sigma2", "s/variance_informative/sigma2"]
+    assert "t/variance_ratio/vprob" in out and out["t/variance_ratio/vprob"].seeds == (0,)  # one row set per condition
+    ratio = out["s/variance_ratio/sigma2"]
+    assert ratio.seeds == (0, 1) and ratio.side == "<" and ratio.threshold == 1.0 and ratio.claim.startswith("[s] ")
     assert ratio.values == pytest.approx([np.mean([0.5, 0.75, 0.9]), np.mean([0.4, 0.8, 0.95])])
-    rise = out["variance_rise/vprob"]
-    assert rise.values == pytest.approx([np.corrcoef([0.2, 0.6, 0.8], [0.3, 0.6, 0.9])[0, 1],
-                                         np.corrcoef([0.2, 0.6, 0.8], [0.5, 0.4, 0.8])[0, 1]])
+    assert out["s/variance_early/vprob"].values == pytest.approx([0.3, 0.5])  # beta <= 0.25 only
+    to_one = out["s/variance_to_one/vprob"]
+    assert to_one.values == pytest.approx([np.polyfit([0.2, 0.6, 0.8], np.abs(np.log([0.3, 0.6, 0.9])), 1)[0],
+                                           np.polyfit([0.2, 0.6, 0.8], np.abs(np.log([0.5, 0.4, 0.8])), 1)[0]])
+    assert to_one.side == "<" and math.isnan(to_one.se_extra)  # no per-prompt quantities: no bootstrap
+    assert out["s/zero_gradient_share"].values == pytest.approx([0.0, 0.0])
     assert F.variance_findings(p, "other") == []  # no probes of that model: no claim
+
+
+def test_the_verdict_uses_the_larger_standard_error():
+    tight = F.Finding("k", "c", "p", (0.5, 0.51, 0.49), (0, 1, 2), 1.0, "<", "ratio")
+    assert tight.verdict == "holds" and tight.se == pytest.approx(0.01 / math.sqrt(3))
+    wide = F.Finding("k", "c", "p", (0.5, 0.51, 0.49), (0, 1, 2), 1.0, "<", "ratio", se_extra=0.3)
+    assert wide.se == 0.3 and wide.verdict == "inconclusive at this scale"
+    assert "bootstrap se 0.300" in F.ours_text(wide)
+    assert F.verdict([0.5, 0.51, 0.49], 1.0, "<", se_extra=0.001) == "holds"  # smaller: the seeds' se
+
+
+def test_multiplicity_and_departures():
+    table = F.to_frame([F.Finding(f"k{i}", "c", "p", (0.5, 0.6, 0.7), (0, 1, 2), 1.0, "<", "ratio") for i in range(10)])
+    text = F.multiplicity(table)
+    assert "10 claims" in text and "p = 0.092" in text and "about 0.9 verdicts" in text
+    ours = {"model": "Tiny", "total_steps": 120, "lr": 1e-4, "group_size": 8}
+    paper = {"model": "Qwen", "total_steps": 313, "lr": 3e-6, "group_size": 8}
+    assert F.departures(ours, paper, keys=("model", "total_steps", "lr", "group_size")) == [
+        "model: Tiny (paper: Qwen)", "total_steps: 120 (paper: 313)", "lr: 0.0001 (paper: 3e-06)"]
 
 
 # ---------------------------------------------------------------- Tables 1-2
@@ -167,8 +201,9 @@ def test_tables_carry_every_finding_and_the_rule():
     table = F.to_frame(found)
     assert list(table["key"]) == [f.key for f in found]
     assert table.loc[0, "ours"] == "+31.0 ± 1.0 pp (n=3)" and table.loc[0, "per_seed"] == "0.3 0.31 0.32"
-    md = F.render_markdown(table, ["a setting line"], "Title", "demo")
+    md = F.render_markdown(table, ["a setting line"], "Title", "demo", ["lr: 1 (paper: 2)"])
     assert F.RULE in md and "- a setting line" in md and md.count("\n| ") == len(found) + 1
+    assert "- lr: 1 (paper: 2)" in md and "Multiplicity: " in md
     assert "| Claim | Paper | Demo (mean ± std across seeds) | Verdict |" in md and "Mini" not in md  # the scenario's name
     tex = F.render_latex(table, "Caption 50%", "mini")
     assert r"\begin{tabular}" in tex and r"50\%" in tex and r"$\pm$" in tex and tex.count(r"\\") == len(found) + 1

@@ -22,6 +22,7 @@ ALLOWED = {
     "probe.py": {"torch", "transformers", "verl", "ray"},
     "build_tiny_model.py": {"torch"},
     "prompt_stats.py": {"torch", "transformers"},
+    "findings.py": {"torch"},  # the probes' bootstrap (vicurl.probes.variance)
     "learning_curves.py": {"matplotlib"},
     "schedule_figure.py": {"matplotlib"},
     "variance_figures.py": {"matplotlib"},

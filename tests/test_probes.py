@@ -33,6 +33,23 @@ def test_estimates_by_hand():
     assert est["vprob_kept"] == pytest.approx(float(((gbar[[0, 2]] - gbar[[0, 2]].mean(0)) ** 2).sum()) / 1)
     one = variance.from_gradients(g, torch.tensor([0, 0, 1]))
     assert math.isnan(one["vprob_kept"]) and one["sigma2_kept"] == pytest.approx(4.0)
+    # informative prompts: the same estimates over the subsets restricted to them
+    inf = variance.from_gradients(g, kept, informative=torch.tensor([1, 1, 0]))
+    assert inf["sigma2_full_inf"] == pytest.approx((2 + 0) / 2) and inf["sigma2_kept_inf"] == pytest.approx(2.0)
+    assert inf["vprob_full_inf"] == pytest.approx(float(((gbar[:2] - gbar[:2].mean(0)) ** 2).sum()) / 1)
+    assert math.isnan(inf["vprob_kept_inf"]) and inf["sigma2_full"] == est["sigma2_full"]
+
+
+def test_weighted_moments_equal_the_estimates_of_repeated_prompts():
+    """A bootstrap draw counts prompts: weights (2, 0, 1, 3) give the estimates of the batch that
+    holds prompt 0 twice, prompt 2 once and prompt 3 three times."""
+    gen = torch.Generator().manual_seed(3)
+    g = torch.randn(4, 3, 5, generator=gen, dtype=torch.float64)
+    within, gram = variance.moments(g)
+    s, v = variance.from_moments(within, gram, torch.tensor([2.0, 0.0, 1.0, 3.0]))
+    rep = variance.from_gradients(g[[0, 0, 2, 3, 3, 3]], torch.ones(6))
+    assert s == pytest.approx(rep["sigma2_full"], rel=1e-12) and v == pytest.approx(rep["vprob_full"], rel=1e-12)
+    assert math.isnan(variance.from_moments(within, gram, torch.tensor([0.0, 1.0, 0.0, 0.0]))[1])
 
 
 def test_streaming_equals_exact():
@@ -40,6 +57,7 @@ def test_streaming_equals_exact():
     p, k = 7, 4
     grads = [torch.randn(p * k, 5, generator=gen, dtype=torch.float64), torch.randn(p * k, 3, 2, generator=gen, dtype=torch.float64)]
     kept = torch.tensor([1, 0, 1, 1, 0, 0, 1])
+    informative = torch.tensor([1, 1, 0, 1, 0, 1, 1])
     calls = []
 
     def mean_grad(rows):
@@ -47,12 +65,15 @@ def test_streaming_equals_exact():
         rows = list(rows)
         return [t[rows].mean(0) for t in grads]
 
-    est = variance.streaming(mean_grad, lambda r: mean_grad([r]), p, k, kept)
+    est, within = variance.streaming(mean_grad, lambda r: mean_grad([r]), p, k, kept, informative)
     flat = torch.cat([t.reshape(p * k, -1) for t in grads], dim=1).view(p, k, -1)
-    exact = variance.from_gradients(flat, kept)
+    exact = variance.from_gradients(flat, kept, informative)
+    assert set(exact) == {f"{e}_{s}" for e in ("sigma2", "vprob") for s in variance.SUBSETS}
     for key, v in exact.items():
         assert est[key] == pytest.approx(v, rel=1e-12)
-    assert max(calls) == p * k and calls.count(1) == p * k  # two means, P prompt means, P*K rollouts
+    assert torch.allclose(within, variance.moments(flat)[0], rtol=1e-12)
+    # four subset means, P prompt means, P*K rollouts
+    assert max(calls) == p * k and calls.count(1) == p * k and len(calls) == 4 + p + p * k
 
 
 def test_count_sketch_preserves_squared_norms_in_expectation():
@@ -96,7 +117,11 @@ def test_probe_of_a_real_model_low_memory_methods_agree_with_exact(char_model_di
     assert ex["beta_t"] == pytest.approx(linear_beta(4, 10))  # the selection training step 4 makes
     assert ex["n_prompts"] == 6 and 1 <= ex["n_kept"] < 6
     assert ex["sigma2_full"] > 0 and ex["vprob_full"] > 0
-    for key in ("sigma2_full", "sigma2_kept", "vprob_full", "vprob_kept"):
+    pp = ex["per_prompt"]
+    assert len(pp["id"]) == 6 and sum(pp["kept"]) == ex["n_kept"] and sum(pp["informative"]) == ex["n_informative"]
+    assert st["per_prompt"]["gram"] is None and len(ex["per_prompt"]["gram"]) == 6
+    assert sum(pp["within"]) / 6 == pytest.approx(ex["sigma2_full"])  # the record's per-prompt quantities
+    for key in ("sigma2_full", "sigma2_kept", "vprob_full", "vprob_kept", "sigma2_full_inf", "vprob_full_inf"):
         if not math.isnan(ex[key]):
             assert st[key] == pytest.approx(ex[key], rel=1e-6), key
             assert sk[key] == pytest.approx(ex[key], rel=0.25), key  # approximate: d = 12,000 into R = 3,000
@@ -108,9 +133,10 @@ def test_probe_of_a_real_model_low_memory_methods_agree_with_exact(char_model_di
 
 def test_probe_batch_is_fixed_and_errors_are_named(char_model_dir):
     df = problems()
-    assert probe_prompt_ids(df, 5, 0) == probe_prompt_ids(df, 5, 0)
+    assert probe_prompt_ids(df, 5, 0, 1) == probe_prompt_ids(df, 5, 0, 1)  # a run's batch, the same at every step
+    assert probe_prompt_ids(df, 5, 0, 1) != probe_prompt_ids(df, 5, 0, 2)  # drawn per run seed
     with pytest.raises(ValueError, match="n_prompts"):
-        probe_prompt_ids(df, 50, 0)
+        probe_prompt_ids(df, 50, 0, 0)
     with pytest.raises(ValueError, match="keeps state"):
         run_probe(train_cfg(curriculum="vcrl", curriculum_params={}), char_model_dir, char_model_dir, df, step=1,
                   probe=ProbeConfig(n_prompts=4, rollouts=2))

@@ -31,6 +31,8 @@ def test_eval_and_probe_steps():
     assert R.train_settings(cfg, none)["export_steps"] == [10, 20, 25]
     cfg["studies"]["s"]["eval_every"] = 25
     assert R.eval_steps(cfg, "s") == [25]
+    cfg["probes"]["steps"] = [12, 0, 3]  # explicit steps instead of every: sorted
+    assert R.probe_steps(cfg, vicurl) == [0, 3, 12] and R.probe_steps(cfg, none) == []
 
 
 def test_study_eval_steps_and_eval_overrides():
@@ -80,7 +82,8 @@ def test_table_evaluations_read_only_the_rows_steps_and_seeds():
 
 @pytest.mark.parametrize("probes, named", [({"studies": ["nope"]}, "probes.studies"),
                                            ({"studies": ["s"], "models": ["mm"]}, "probes.models"),
-                                           ({"studies": ["s"], "curricula": ["vcrl"]}, "probes.curricula")])
+                                           ({"studies": ["s"], "curricula": ["vcrl"]}, "probes.curricula"),
+                                           ({"studies": ["s"], "steps": [0, 25]}, "probes.steps")])
 def test_probe_config_errors_are_named(probes, named):
     with pytest.raises(ValueError, match=named):
         R.check(config(**probes))

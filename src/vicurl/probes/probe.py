@@ -2,12 +2,15 @@
 "absolute variance").
 
 The checkpoint after ``step`` updates is the policy pi_old of training step ``step + 1``. On a
-fixed batch of prompts (the same for every step and run: a seeded draw from the training set),
-it draws K rollouts per prompt at the training temperature and scores them exactly as training
+batch of prompts (a seeded draw from the training set per run seed, the same at every step of a
+run, so the seeds' spread includes the sampling of prompts), it draws K rollouts per prompt at the training temperature and scores them exactly as training
 does (the local engine's own `vicurl.engines.rollout.RolloutScorer`: rewards, advantages
 normalized within the K rollouts, confidences). The run's curriculum then selects, as training step ``step + 1`` would, and the
 action and problem variances of the per-rollout gradients (``variance.py``) are estimated on
-the kept prompts and on the full batch.
+the kept prompts and on the full batch, each also restricted to the informative prompts
+(unequal rewards). The record keeps the per-prompt quantities the estimates are functions of
+(``per_prompt``: each prompt's action variance, the Gram matrix of the prompt means, its kept and
+informative flags, confidence and mean reward), so the report can bootstrap over prompts.
 
 g(x, y_k) is the gradient of rollout k's term of the training surrogate, 1/T_k sum_t [clipped
 ratio term - beta_KL KL_t] (weight 1: the components are properties of the prompts, the 1/beta_t
@@ -52,11 +55,12 @@ class ProbeConfig:
     seed: int = 0
 
 
-def probe_prompt_ids(train_df: pd.DataFrame, n: int, seed: int) -> list[str]:
-    """The fixed probe batch: the first ``n`` of a seeded permutation of the training set."""
+def probe_prompt_ids(train_df: pd.DataFrame, n: int, seed: int, run_seed: int) -> list[str]:
+    """A run's probe batch: the first ``n`` of a permutation of the training set seeded by the
+    probe's and the run's seeds."""
     if n > len(train_df):
         raise ValueError(f"probes.n_prompts={n} exceeds the training set's {len(train_df)} rows")
-    order = np.random.default_rng([int(seed), 41]).permutation(len(train_df))
+    order = np.random.default_rng([int(seed), 41, int(run_seed)]).permutation(len(train_df))
     return [str(train_df["id"].iloc[i]) for i in order[:n]]
 
 
@@ -85,25 +89,39 @@ def run_probe(
     settings = replace(train_cfg, group_size=probe.rollouts,
                        micro_batch_size=micro_batch_size(device, train_cfg.micro_batch_size))
     scorer = load_scorer(settings, checkpoint_dir, base_dir, train_df, device)
-    ids = probe_prompt_ids(scorer.train_df, probe.n_prompts, probe.seed)  # the rows it trains on (long prompts dropped)
+    # the rows it trains on (long prompts dropped)
+    ids = probe_prompt_ids(scorer.train_df, probe.n_prompts, probe.seed, settings.seed)
     part = scorer.rollout(ids, seed=seed_for(probe.seed, 5, settings.seed, step))  # independent across run seeds
     selection = select(scorer, part, step + 1)
     kept = selection.mask.bool()
+    rewards = part.scored.rewards.view(len(ids), probe.rollouts)
+    informative = rewards.amax(1) > rewards.amin(1)  # unequal rewards: a nonzero advantage
     ref_lp = scorer.ref_logprobs(part.rollouts)
     scorer.release()  # the reference and the bf16 sampler are done with: on a GPU their memory goes to the gradients
-    est = estimate(rollout_gradient(scorer.policy, part, ref_lp, settings), trainable_shapes(scorer.policy), probe,
-                   len(ids), kept)
+    est, within, gram = estimate(rollout_gradient(scorer.policy, part, ref_lp, settings),
+                                 trainable_shapes(scorer.policy), probe, len(ids), kept, informative)
     return {
         "step": int(step),
         "beta_t": float(selection.metrics.get("curriculum/beta_target", float("nan"))),
         "n_prompts": len(ids),
         "n_kept": int(kept.sum()),
+        "n_informative": int(informative.sum()),
+        "n_kept_informative": int((kept & informative).sum()),
         "rollouts": probe.rollouts,
         "method": probe.method,
         "reward_mean": float(part.scored.rewards.mean()),
         "conf_mean": float(part.scored.confidence.mean()),
         **est,
         "seconds": time.perf_counter() - t0,
+        "per_prompt": {
+            "id": ids,
+            "kept": kept.tolist(),
+            "informative": informative.tolist(),
+            "confidence": part.scored.confidence.tolist(),
+            "reward": rewards.double().mean(1).tolist(),
+            "within": within.tolist(),
+            "gram": None if gram is None else gram.tolist(),  # streaming holds no prompt means
+        },
     }
 
 
@@ -160,12 +178,14 @@ def trainable_shapes(policy) -> list[tuple[str, torch.Size]]:
 
 
 def estimate(mean_grad, shapes: list[tuple[str, torch.Size]], probe: ProbeConfig, n_prompts: int,
-             kept: torch.Tensor) -> dict[str, float]:
+             kept: torch.Tensor, informative: torch.Tensor) -> tuple[dict[str, float], torch.Tensor, torch.Tensor | None]:
     """The action and problem variances (`variance`) of the K rollouts of ``n_prompts`` prompts
-    by ``probe.method``, ``shapes`` the trainable parameters' (the sketch hashes them)."""
+    by ``probe.method``, ``shapes`` the trainable parameters' (the sketch hashes them); with
+    the per-prompt action variances and the prompt means' Gram matrix (None when streaming)."""
     k = probe.rollouts
     if probe.method == "streaming":
-        return variance.streaming(mean_grad, lambda row: mean_grad([row]), n_prompts, k, kept)
+        est, within = variance.streaming(mean_grad, lambda row: mean_grad([row]), n_prompts, k, kept, informative)
+        return est, within, None
     n = n_prompts * k
     if probe.method == "sketch":
         sketch = variance.CountSketch(shapes, probe.sketch_dim, seed=probe.seed)
@@ -179,4 +199,5 @@ def estimate(mean_grad, shapes: list[tuple[str, torch.Size]], probe: ProbeConfig
             for x in mean_grad([row]):
                 grads[row, offset : offset + x.numel()].copy_(x.reshape(-1))
                 offset += x.numel()
-    return variance.from_gradients(grads.view(n_prompts, k, -1), kept)
+    within, gram = variance.moments(grads.view(n_prompts, k, -1))
+    return variance.estimates(within, gram, variance.subset_masks(kept, informative)), within, gram

@@ -10,6 +10,15 @@ Var_hat is the unbiased sample variance of vectors (trace of the covariance: mea
 distance to the sample mean, divided by n - 1). g(x, y_k) is the gradient of rollout k's term of
 the training surrogate (its advantage normalized within the K rollouts of x).
 
+Each estimate is taken over four subsets of the batch (``SUBSETS``): the full batch, the kept
+prompts, and each restricted to the *informative* prompts, those whose K rewards are not all equal.
+A group of equal rewards has advantage 0 and contributes no policy-gradient term (only the small
+KL term), so how many such groups a subset holds moves both estimates (``vicurl.report.findings.decompose``).
+
+Both estimates are functions of two per-prompt quantities, ``within`` (each prompt's sample
+variance of its K gradients) and the Gram matrix of the prompt means (``from_moments``); a subset
+is a 0/1 weight vector over prompts, a bootstrap draw a vector of counts.
+
 Three ways to compute the same numbers:
 
 * ``from_gradients``: every per-rollout gradient in memory, (P, K, d). Exact; for small models.
@@ -25,6 +34,7 @@ Three ways to compute the same numbers:
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Callable, Sequence
 
 import torch
@@ -39,17 +49,46 @@ def sq_dist(a: Vec, b: Vec) -> float:
     return float(sum(((x.double() - y.double()) ** 2).sum() for x, y in zip(a, b)))
 
 
-def _components(within: torch.Tensor, gbar_dist: Callable[[torch.Tensor], float], kept: torch.Tensor) -> dict[str, float]:
+SUBSETS = ("full", "kept", "full_inf", "kept_inf")
+
+
+def subset_masks(kept: torch.Tensor, informative: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """``SUBSETS`` as boolean masks over prompts; ``informative`` None: every prompt."""
+    kept = torch.as_tensor(kept).bool()
+    inf = torch.ones_like(kept) if informative is None else torch.as_tensor(informative).bool()
+    full = torch.ones_like(kept)
+    return {"full": full, "kept": kept, "full_inf": inf, "kept_inf": kept & inf}
+
+
+def from_moments(within: torch.Tensor, gram: torch.Tensor, weights: torch.Tensor) -> tuple[float, float]:
+    """(sigma2_hat, V_hat) of the prompts counted ``weights`` times each (0/1: a subset).
+
+    sigma2_hat = sum_j w_j within_j / n and, with n = sum_j w_j and G the Gram matrix of the
+    prompt means, V_hat = (sum_j w_j G_jj - w'Gw / n) / (n - 1): the sum of squared distances to
+    the weighted mean, over n - 1. NaN where a subset is too small (n = 0, resp. n < 2).
+    """
+    w = torch.as_tensor(weights, dtype=torch.float64)
+    n = float(w.sum())
+    sigma2 = float((w * within.double()).sum()) / n if n > 0 else math.nan
+    if n < 2:
+        return sigma2, math.nan
+    g = gram.double()
+    ss = float((w * torch.diagonal(g)).sum()) - float(w @ g @ w) / n
+    return sigma2, max(ss, 0.0) / (n - 1)
+
+
+def estimates(within: torch.Tensor, gram: torch.Tensor, masks: dict[str, torch.Tensor]) -> dict[str, float]:
+    """``sigma2_<subset>`` and ``vprob_<subset>`` for each named mask."""
     out = {}
-    for name, sel in (("full", torch.ones_like(kept, dtype=torch.bool)), ("kept", kept.bool())):
-        n = int(sel.sum())
-        out[f"sigma2_{name}"] = float(within[sel].mean()) if n else float("nan")
-        out[f"vprob_{name}"] = gbar_dist(sel) / (n - 1) if n > 1 else float("nan")
+    for name, mask in masks.items():
+        out[f"sigma2_{name}"], out[f"vprob_{name}"] = from_moments(within, gram, mask.double())
     return out
 
 
-def from_gradients(grads: torch.Tensor, kept: torch.Tensor) -> dict[str, float]:
-    """Estimates from all per-rollout gradients, shape (P, K, d); ``kept``: (P,) mask."""
+def moments(grads: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``within`` (P,) and the Gram matrix (P, P) of the prompt means, from all per-rollout
+    gradients (P, K, d). The means are centred on their average first (V is shift-invariant;
+    centring keeps the Gram's differences well conditioned)."""
     p, k, _ = grads.shape
     if k < 2:
         raise ValueError("the action variance needs K >= 2 rollouts per prompt")
@@ -57,12 +96,13 @@ def from_gradients(grads: torch.Tensor, kept: torch.Tensor) -> dict[str, float]:
     gbar = g.mean(1)  # (P, d)
     # one prompt at a time: a (K, d) temporary instead of two of the whole (P, K, d) tensor
     within = torch.stack([((g[i] - gbar[i]) ** 2).sum() for i in range(p)]) / (k - 1)
+    centred = gbar - gbar.mean(0)
+    return within, centred @ centred.T
 
-    def gbar_dist(sel: torch.Tensor) -> float:
-        sub = gbar[sel]
-        return float(((sub - sub.mean(0)) ** 2).sum())
 
-    return _components(within, gbar_dist, kept)
+def from_gradients(grads: torch.Tensor, kept: torch.Tensor, informative: torch.Tensor | None = None) -> dict[str, float]:
+    """Estimates from all per-rollout gradients, shape (P, K, d), over ``subset_masks``."""
+    return estimates(*moments(grads), subset_masks(kept, informative))
 
 
 def streaming(
@@ -71,35 +111,40 @@ def streaming(
     n_prompts: int,
     k: int,
     kept: torch.Tensor,
-) -> dict[str, float]:
-    """The same estimates with O(1) gradient vectors in memory.
+    informative: torch.Tensor | None = None,
+) -> tuple[dict[str, float], torch.Tensor]:
+    """The same estimates with O(1) gradient vectors in memory, and ``within`` per prompt.
 
     ``mean_grad(rows)``: the gradient of the mean surrogate over sequence ``rows`` (row j*K + i is
     rollout i of prompt j); ``rollout_grad(row)``: one rollout's gradient. Prompt means enter
-    V_prob through their squared distances to the subset's mean, computed first; each rollout
-    through its squared distance to its prompt's mean.
+    V_prob through their squared distances to each subset's mean, computed first (one pass per
+    distinct subset); each rollout through its squared distance to its prompt's mean. No Gram
+    matrix: that would hold every prompt mean.
     """
     if k < 2:
         raise ValueError("the action variance needs K >= 2 rollouts per prompt")
     rows = lambda prompts: [j * k + i for j in prompts for i in range(k)]  # noqa: E731
-    kept_prompts = [j for j in range(n_prompts) if kept[j]]
-    mu_full = mean_grad(rows(range(n_prompts)))
-    mu_kept = mean_grad(rows(kept_prompts)) if kept_prompts else None
+    masks = subset_masks(kept, informative)
+    means: dict[tuple[int, ...], Vec | None] = {}
+    for mask in masks.values():
+        members = tuple(j for j in range(n_prompts) if mask[j])
+        if members not in means:
+            means[members] = mean_grad(rows(members)) if members else None
     within = torch.zeros(n_prompts, dtype=torch.float64)
-    d_full = torch.zeros(n_prompts, dtype=torch.float64)
-    d_kept = torch.zeros(n_prompts, dtype=torch.float64)
+    dist = {members: torch.zeros(n_prompts, dtype=torch.float64) for members in means}
     for j in range(n_prompts):
         gbar = mean_grad(rows([j]))
-        d_full[j] = sq_dist(gbar, mu_full)
-        if kept[j]:
-            d_kept[j] = sq_dist(gbar, mu_kept)
+        for members, mu in means.items():
+            if j in members:
+                dist[members][j] = sq_dist(gbar, mu)
         within[j] = sum(sq_dist(rollout_grad(j * k + i), gbar) for i in range(k)) / (k - 1)
     out = {}
-    for name, sel, dist in (("full", torch.ones(n_prompts, dtype=torch.bool), d_full), ("kept", kept.bool(), d_kept)):
-        n = int(sel.sum())
-        out[f"sigma2_{name}"] = float(within[sel].mean()) if n else float("nan")
-        out[f"vprob_{name}"] = float(dist[sel].sum()) / (n - 1) if n > 1 else float("nan")
-    return out
+    for name, mask in masks.items():
+        members = tuple(j for j in range(n_prompts) if mask[j])
+        n = len(members)
+        out[f"sigma2_{name}"] = float(within[mask].mean()) if n else math.nan
+        out[f"vprob_{name}"] = float(dist[members].sum()) / (n - 1) if n > 1 else math.nan
+    return out, within
 
 
 class CountSketch:

@@ -2,17 +2,22 @@ r"""The findings of a (mini) reproduction: each claim of the paper its runs test
 number, ours (mean and std across seeds) and a verdict computed from the numbers by one rule.
 
 The rule (``RULE``, ``verdict``): a claim says a per-seed statistic lies on one side of a
-threshold. With n >= 2 seeds and se = std / sqrt(n) (sample std across seeds), the claim
+threshold. With n >= 2 seeds and se = std / sqrt(n) (sample std across seeds), or the bootstrap
+standard error over the probes' prompts where that is larger (the variance claims), the claim
 *holds* when the mean is on the claimed side by more than 2 se, *does not hold* when it is on
 the other side by more than 2 se, and is *inconclusive at this scale* otherwise (or with one seed).
-At 3 seeds, 2 se is a one-sided t-test at about p < 0.1.
+At 3 seeds, 2 se is a one-sided t-test at p = 0.09 (``multiplicity`` says what that means for a
+table of many claims).
 
 The claims (``CLAIMS``), each measured per seed:
 
-- Section 5.3, variance (runs of VI-CuRL with the oracle reward, ``vicurl.probes``): the ratio
-  kept/full of the action variance sigma^2_g and of the problem variance V_prob, averaged over the
-  probes with beta_t < 1, is below 1; and it rises toward 1 as beta_t -> 1: its correlation with
-  beta_t over those probes is above 0.
+- Section 5.3, variance (runs of VI-CuRL with the oracle reward, ``vicurl.probes``; one set of
+  rows per probed study, a *condition*; statistics in ``vicurl.report.probe_stats``): the ratio
+  kept/full of the action variance sigma^2_g and of the problem variance V_prob is below 1 while
+  beta_t < 1 (mean over those probes) and at beta_t <= 0.25; it approaches 1 as beta_t grows
+  (|log ratio| falls with beta_t); and the mechanism: among informative prompts the ratio is below
+  1, V_prob without its action noise too, and the kept prompts hold more zero-gradient groups than
+  the full batch (the paper's premise: the confident prompts are the solved ones).
 - Tables 1-2, stability without a verifier: for each reward, VI-CuRL's score at the last step
   (the metric averaged over the benchmarks) minus No Curriculum's, paired by seed, is above 0;
   without a curriculum the verifier-free rewards end below the base model; VI-CuRL keeps the
@@ -35,14 +40,18 @@ import pandas as pd
 
 from vicurl.grading.classes import clusters, majority_class
 from vicurl.report import labels as L
+from vicurl.report import probe_stats as PS
 
 RULE = ("holds: the mean across seeds is on the claimed side of the threshold by more than two "
-        "standard errors (std / sqrt(n)); does not hold: on the other side by more than two standard "
-        "errors; inconclusive at this scale: otherwise, or with fewer than two seeds")
+        "standard errors (std / sqrt(n), or the bootstrap standard error over the probes' prompts where "
+        "larger); does not hold: on the other side by more than two standard errors; inconclusive at "
+        "this scale: otherwise, or with fewer than two seeds")
 VERDICTS = ("holds", "does not hold", "inconclusive at this scale")
 TRAIN_TAIL = 0.1  # the share of the last training steps whose oracle accuracy a run is judged by
-VARIANCE_TEXT = "0.55-0.80 at beta~0.2 (Sec. 5.3)"
+VARIANCE_TEXT = "below 1 while beta_t < 1 (Sec. 5.3)"
+EARLY_TEXT = "0.55-0.80 at beta~0.2 (Sec. 5.3)"
 RISE_TEXT = "rise monotonically to 1 (Sec. 5.3)"
+PREMISE_TEXT = "confident prompts are the solved ones (Sec. 4)"
 ESTIMATORS = {"sigma2": "action variance sigma^2_g", "vprob": "problem variance V_prob"}
 
 
@@ -55,7 +64,8 @@ class Finding:
     seeds: tuple[int, ...]
     threshold: float
     side: str  # "<" or ">": where the claim puts the statistic
-    unit: str  # "pp" (percentage points of a fraction), "ratio", "corr"
+    unit: str  # "pp" (percentage points of a fraction), "ratio", "corr", "slope"
+    se_extra: float = math.nan  # another standard error of the mean (the probes' bootstrap); the larger is used
 
     @property
     def finite(self) -> np.ndarray:
@@ -71,12 +81,20 @@ class Finding:
         return float(self.finite.std(ddof=1)) if len(self.finite) >= 2 else math.nan
 
     @property
+    def se(self) -> float:
+        """The standard error the verdict uses: across seeds, or ``se_extra`` where larger."""
+        n = len(self.finite)
+        seeds = self.std / math.sqrt(n) if n >= 2 else math.nan
+        return max(seeds, self.se_extra) if math.isfinite(self.se_extra) else seeds
+
+    @property
     def verdict(self) -> str:
-        return verdict(self.finite, self.threshold, self.side)
+        return verdict(self.finite, self.threshold, self.side, self.se_extra)
 
 
-def verdict(values: Sequence[float], threshold: float, side: str) -> str:
-    """The rule of the module docstring, for the per-seed values of one statistic."""
+def verdict(values: Sequence[float], threshold: float, side: str, se_extra: float = math.nan) -> str:
+    """The rule of the module docstring, for the per-seed values of one statistic (``se_extra``:
+    another standard error of their mean, used where larger than the seeds')."""
     if side not in ("<", ">"):
         raise ValueError(f"side must be '<' or '>', got {side!r}")
     v = np.asarray(values, dtype=float)
@@ -84,7 +102,8 @@ def verdict(values: Sequence[float], threshold: float, side: str) -> str:
     if len(v) < 2:
         return VERDICTS[2]
     margin = (v.mean() - threshold) * (1 if side == ">" else -1)  # > 0: on the claimed side
-    two_se = 2 * v.std(ddof=1) / math.sqrt(len(v))
+    se = v.std(ddof=1) / math.sqrt(len(v))
+    two_se = 2 * (max(se, se_extra) if math.isfinite(se_extra) else se)
     if margin > two_se:
         return VERDICTS[0]
     if -margin > two_se:
@@ -95,31 +114,61 @@ def verdict(values: Sequence[float], threshold: float, side: str) -> str:
 # ---------------------------------------------------------------- Section 5.3: variance
 
 
-def variance_findings(probes: pd.DataFrame, model: str) -> list[Finding]:
-    """The variance claims from the probes of VI-CuRL runs with the oracle reward (``probes.csv``)."""
-    p = probes[(probes["model"] == model) & (probes["reward"] == "oracle") & (probes["curriculum"] == "vicurl")]
-    p = p[p["beta_t"] < 1]
-    if p.empty:
-        return []
-    seeds = tuple(sorted(int(s) for s in p["seed"].unique()))
+# one row per (statistic, estimator): key, claim (with {name} the estimator's), paper, threshold, side, unit
+VARIANCE_ROWS = (
+    ("mean_{est}", "variance_ratio", "ratio kept/full of the {name} < 1 while beta_t < 1 (mean over the probes)",
+     VARIANCE_TEXT, 1.0, "<", "ratio"),
+    ("early_{est}", "variance_early", "ratio kept/full of the {name} < 1 at beta_t <= 0.25", EARLY_TEXT, 1.0, "<",
+     "ratio"),
+    ("to_one_{est}", "variance_to_one", "ratio kept/full of the {name} approaches 1 as beta_t grows "
+     "(slope of |log ratio| on beta_t, beta_t < 1)", RISE_TEXT, 0.0, "<", "slope"),
+    ("inf_{est}", "variance_informative", "among informative prompts (unequal rewards), ratio kept/full of the "
+     "{name} < 1 while beta_t < 1", "--", 1.0, "<", "ratio"),
+)
+MECHANISM_ROWS = (
+    ("vprob_adj", "variance_adjusted/vprob", "ratio kept/full of V_prob - sigma^2_g / K (V_prob without its "
+     "action noise) < 1 while beta_t < 1", "--", 1.0, "<", "ratio"),
+    ("zero_share_diff", "zero_gradient_share", "the kept prompts hold more zero-gradient groups (equal rewards) "
+     "than the full batch while beta_t < 1 (share kept minus full)", PREMISE_TEXT, 0.0, ">", "pp"),
+)
+
+
+def variance_findings(records: Sequence[Mapping], model: str, bootstrap: int = PS.BOOTSTRAP) -> list[Finding]:
+    """The variance claims per condition (probed study) from the probe records (the probe JSONs)
+    of VI-CuRL runs with the oracle reward."""
     out = []
-    for est, name in ESTIMATORS.items():
-        ratio = p[f"{est}_kept"] / p[f"{est}_full"]
-        by_seed = {s: (p.loc[p["seed"] == s, "beta_t"], ratio[p["seed"] == s]) for s in seeds}
-        out.append(Finding(f"variance_ratio/{est}", f"ratio kept/full of the {name} < 1 while beta_t < 1",
-                           VARIANCE_TEXT, tuple(float(r.mean()) for _, r in by_seed.values()), seeds, 1.0, "<",
-                           "ratio"))
-        out.append(Finding(f"variance_rise/{est}", f"ratio kept/full of the {name} rises with beta_t",
-                           RISE_TEXT, tuple(_corr(b, r) for b, r in by_seed.values()), seeds, 0.0, ">", "corr"))
+    for study in dict.fromkeys(r["study"] for r in records):
+        recs = [r for r in records if r["study"] == study and r["model"] == model and r["reward"] == "oracle"
+                and r["curriculum"] == "vicurl"]
+        if not recs:
+            continue
+        seeds = PS.by_seed(recs)
+        stats = {s: PS.seed_statistics([PS.probe_quantities(r) for r in rs]) for s, rs in seeds.items()}
+        se = PS.bootstrap_se(recs, n=bootstrap) if bootstrap else {}
+        rows = [(stat.format(est=est), f"{key}/{est}", claim.format(name=name), paper, th, side, unit)
+                for stat, key, claim, paper, th, side, unit in VARIANCE_ROWS for est, name in ESTIMATORS.items()]
+        for stat, key, claim, paper, th, side, unit in sorted(rows, key=lambda r: r[1].split("/")[1] != "sigma2") + \
+                list(MECHANISM_ROWS):
+            out.append(Finding(f"{study}/{key}", f"[{study}] {claim}", paper,
+                               tuple(stats[s][stat] for s in seeds), tuple(seeds), th, side, unit,
+                               se.get(stat, math.nan)))
     return out
 
 
-def _corr(x: pd.Series, y: pd.Series) -> float:
-    """Pearson correlation; NaN with fewer than three points or a constant series."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if len(x) < 3 or x.std() == 0 or y.std() == 0:
-        return math.nan
-    return float(np.corrcoef(x, y)[0, 1])
+def decomposition(records: Sequence[Mapping], model: str) -> pd.DataFrame:
+    """Per condition: the action-variance ratio kept/full and its decomposition
+    (``probe_stats.decompose``), means over the oracle VI-CuRL probes with beta_t < 1 (all seeds),
+    and the base model's Spearman(confidence, mean reward) over the probe prompts."""
+    rows = []
+    for study in dict.fromkeys(r["study"] for r in records):
+        recs = [r for r in records if r["study"] == study and r["model"] == model and r["reward"] == "oracle"
+                and r["curriculum"] == "vicurl"]
+        parts = pd.DataFrame([PS.decompose(r) for r in recs if r["beta_t"] < 1])
+        if parts.empty:
+            continue
+        rows.append({"condition": study, "probes": len(parts), **parts.mean().to_dict(),
+                     "base_conf_reward_spearman": PS.confidence_vs_reward(recs)})
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------- Tables 1-2: without a verifier
@@ -287,18 +336,43 @@ def ours_text(f: Finding) -> str:
     text = f"{f.mean * scale:{'' if f.unit == 'ratio' else '+'}.{digits}f}"
     if n >= 2:
         text += f" ± {f.std * scale:.{digits}f}"
-    return f"{text}{unit} (n={n})"
+    boot = f"; bootstrap se {f.se_extra * scale:.{digits}f}" if math.isfinite(f.se_extra) else ""
+    return f"{text}{unit} (n={n}{boot})"
 
 
 def to_frame(found: Iterable[Finding]) -> pd.DataFrame:
     """One row per finding: the claim, the paper's number, ours per seed and summarized, the verdict."""
     return pd.DataFrame([{
         "key": f.key, "claim": f.claim, "paper": f.paper, "ours": ours_text(f), "verdict": f.verdict,
-        "mean": f.mean, "std": f.std, "n_seeds": len(f.finite), "threshold": f.threshold, "side": f.side,
-        "unit": f.unit, "seeds": " ".join(map(str, f.seeds)),
+        "mean": f.mean, "std": f.std, "se_bootstrap": f.se_extra, "se": f.se, "n_seeds": len(f.finite),
+        "threshold": f.threshold, "side": f.side, "unit": f.unit, "seeds": " ".join(map(str, f.seeds)),
         "per_seed": " ".join("nan" if not math.isfinite(v) else f"{v:.6g}" for v in f.values),
-    } for f in found], columns=["key", "claim", "paper", "ours", "verdict", "mean", "std", "n_seeds", "threshold",
-                                "side", "unit", "seeds", "per_seed"])
+    } for f in found], columns=["key", "claim", "paper", "ours", "verdict", "mean", "std", "se_bootstrap", "se",
+                                "n_seeds", "threshold", "side", "unit", "seeds", "per_seed"])
+
+
+def multiplicity(table: pd.DataFrame) -> str:
+    """What the rule means for this many claims: the one-sided p of a 2-se margin at the table's
+    usual number of seeds, and the verdicts expected by chance alone."""
+    n_claims = len(table)
+    n = int(table["n_seeds"].max()) if n_claims else 0
+    if n < 2:
+        return f"{n_claims} claims, fewer than two seeds each: every verdict is inconclusive."
+    p = PS.t_sf(2.0, n - 1)
+    return (f"{n_claims} claims tested. With {n} seeds a margin of 2 standard errors is a one-sided t-test at "
+            f"p = {p:.3f} ({n - 1} degrees of freedom), not corrected for the {n_claims} tests: were every "
+            f"statistic exactly at its threshold, about {n_claims * p:.1f} verdicts would read \"holds\" and as "
+            f"many \"does not hold\" by chance; the claims are not independent (rows of one condition share "
+            f"their probes).")
+
+
+DEPARTURE_KEYS = ("model", "train_set", "total_steps", "batch_size", "group_size", "lr", "max_response_length",
+                  "temperature", "kl_coef", "curriculum_params")
+
+
+def departures(ours: Mapping, paper: Mapping, keys: Sequence[str] = DEPARTURE_KEYS) -> list[str]:
+    """The settings in which the scenario's compared runs differ from the paper's, one line each."""
+    return [f"{k}: {ours.get(k)} (paper: {paper.get(k)})" for k in keys if ours.get(k) != paper.get(k)]
 
 
 def setting_lines(mw: pd.DataFrame, titles: Mapping[str, str]) -> list[str]:
@@ -317,18 +391,46 @@ def ours_heading(scenario: str) -> str:
     return f"{scenario[:1].upper()}{scenario[1:]} (mean ± std across seeds)"
 
 
-def render_markdown(table: pd.DataFrame, setting: Sequence[str], title: str, scenario: str) -> str:
-    lines = [f"# {title}", "", "Verdict rule: " + RULE + ".", ""]
+DECOMPOSITION_COLUMNS = {
+    "condition": "condition", "probes": "probes", "ratio": "ratio sigma^2 kept/full",
+    "informative_kept": "informative share, kept", "informative_full": "informative share, full",
+    "share_ratio": "share ratio", "ratio_inf": "ratio among informative", "zero_factor": "zero groups' factor",
+    "product": "product", "base_conf_reward_spearman": "base model: Spearman(confidence, reward)",
+}
+
+
+def render_decomposition(dec: pd.DataFrame) -> list[str]:
+    """The decomposition table (``decomposition``) as Markdown lines."""
+    if dec.empty:
+        return []
+    cols = [c for c in DECOMPOSITION_COLUMNS if c in dec.columns]
+    lines = ["Why (the action-variance ratio decomposed, means over the probes with beta_t < 1; "
+             "ratio = share ratio x ratio among informative x zero groups' factor):", "",
+             "| " + " | ".join(DECOMPOSITION_COLUMNS[c] for c in cols) + " |", "|" + "---|" * len(cols)]
+    for r in dec.itertuples(index=False):
+        lines.append("| " + " | ".join(v if isinstance(v, str) else (f"{v:d}" if isinstance(v, int) else f"{v:.3f}")
+                                       for v in (getattr(r, c) for c in cols)) + " |")
+    return lines + [""]
+
+
+def render_markdown(table: pd.DataFrame, setting: Sequence[str], title: str, scenario: str,
+                    departed: Sequence[str] = (), decomposition_lines: Sequence[str] = ()) -> str:
+    lines = [f"# {title}", "", "Verdict rule: " + RULE + ".", "", "Multiplicity: " + multiplicity(table), ""]
+    if departed:
+        lines += ["Departures from the paper's settings (the compared runs vs the paper's):", "",
+                  *[f"- {d}" for d in departed], ""]
     if setting:
         lines += ["Setting:", "", *[f"- {s}" for s in setting], ""]
     lines += [f"| Claim | Paper | {ours_heading(scenario)} | Verdict |", "|---|---|---|---|"]
     lines += [f"| {r.claim} | {r.paper} | {r.ours} | {r.verdict} |" for r in table.itertuples()]
-    return "\n".join(lines) + "\n"
+    if decomposition_lines:
+        lines += ["", *decomposition_lines]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def _tex(s: str) -> str:
     for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#"),
-                 ("±", r"$\pm$"), ("~", r"$\approx$"), ("^2", r"$^2$")):
+                 ("±", r"$\pm$"), ("~", r"$\approx$"), ("^2", r"$^2$"), ("[", "{[}"), ("]", "{]}")):
         s = s.replace(a, b)
     return s
 

@@ -8,7 +8,10 @@ sigma2_kept, vprob_full, vprob_kept``). Filter it to one reward and curriculum f
 ``variance_ratio(probes, out)``: one panel per model; Ratio_sigma = sigma2_kept / sigma2_full
 (blue) and Ratio_V = vprob_kept / vprob_full (orange) against step, the line at 1, and beta_t on
 a right axis (green). Ratios are taken per seed, then averaged across seeds (min-max band when
-there are several); a zero or missing full-batch variance gives no ratio at that step.
+there are several); a zero or missing full-batch variance gives no ratio at that step. Where the
+probes record the informative prompts (unequal rewards; ``vicurl.probes.variance``), the same
+ratios among them are drawn dashed, and a second row of panels shows the zero-gradient share
+(equal rewards) of the kept prompts and of the full batch: the mechanism behind the ratios.
 
 ``variance_absolute(probes, out)``: per model two panels, sigma^2 and V_prob, kept (blue) vs
 full (red); mean across seeds with a min-max band.
@@ -25,6 +28,8 @@ from matplotlib.ticker import MaxNLocator
 from vicurl.report.plotting import BETA_COLOR, FULL_COLOR, KEPT_COLOR, SIGMA_COLOR, VPROB_COLOR, plt, save
 
 COLUMNS = ["model", "seed", "step", "beta_t", "sigma2_full", "sigma2_kept", "vprob_full", "vprob_kept"]
+MECHANISM_COLUMNS = ["sigma2_full_inf", "sigma2_kept_inf", "vprob_full_inf", "vprob_kept_inf", "n_prompts", "n_kept",
+                     "n_informative", "n_kept_informative"]
 
 
 def _check(probes: pd.DataFrame) -> None:
@@ -61,11 +66,31 @@ def variance_ratio(probes: pd.DataFrame, out, *, models: Sequence[str] | None = 
     for v in ("sigma2", "vprob"):
         full = df[f"{v}_full"].astype(float)
         df[f"ratio_{v}"] = np.where(full > 0, df[f"{v}_kept"].astype(float) / full.where(full > 0), np.nan)
-    fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 3.4), squeeze=False)
-    for ax, m in zip(axes[0], models):
-        d = df[df["model"] == m]
+    mechanism = all(c in df.columns for c in MECHANISM_COLUMNS)
+    if mechanism:
+        for v in ("sigma2", "vprob"):
+            full = df[f"{v}_full_inf"].astype(float)
+            df[f"ratio_inf_{v}"] = np.where(full > 0, df[f"{v}_kept_inf"].astype(float) / full.where(full > 0), np.nan)
+        df["zero_kept"] = 1 - df["n_kept_informative"] / df["n_kept"].where(df["n_kept"] > 0)
+        df["zero_full"] = 1 - df["n_informative"] / df["n_prompts"]
+    rows = 2 if mechanism else 1
+    fig, axes = plt.subplots(rows, len(models), figsize=(5.2 * len(models), 3.4 * rows), squeeze=False)
+    for i, m in enumerate(models):
+        ax, d = axes[0][i], df[df["model"] == m]
         _line(ax, d, "ratio_sigma2", SIGMA_COLOR, "$\\sigma^2_{g,t}$ kept/full")
         _line(ax, d, "ratio_vprob", VPROB_COLOR, "$V_{\\mathrm{prob},t}$ kept/full")
+        if mechanism:
+            _line(ax, d, "ratio_inf_sigma2", SIGMA_COLOR, "$\\sigma^2_{g,t}$, informative prompts", style="--")
+            _line(ax, d, "ratio_inf_vprob", VPROB_COLOR, "$V_{\\mathrm{prob},t}$, informative prompts", style="--")
+            low = axes[1][i]
+            _line(low, d, "zero_kept", KEPT_COLOR, "kept")
+            _line(low, d, "zero_full", FULL_COLOR, "full batch")
+            low.set_ylim(0, 1.02)
+            low.set_xlabel("Training step")
+            low.set_ylabel("Zero-gradient share\n(equal rewards)")
+            low.xaxis.set_major_locator(MaxNLocator(integer=True))
+            low.grid(True, alpha=0.3)
+            low.legend(fontsize=8, frameon=False)
         ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
         ax.set_xlabel("Training step")
         ax.set_ylabel("Variance ratio (kept / full)")
