@@ -157,7 +157,7 @@ def test_small_dag_end_to_end(tmp_path):
     assert (res / "report" / "figures" / "training_curves" / "rewards" / "tiny.png").stat().st_size > 1000
     findings = pd.read_csv(res / "report" / "findings.csv")  # the rewards study, one seed: nothing is decided
     assert {"vicurl_gain/majority_vote", "collapse/semantic", "train_accuracy/entropy",
-            "variance_ratio/sigma2"} <= set(findings["key"])
+            "main/variance_ratio/sigma2", "main/zero_gradient_share"} <= set(findings["key"])
     assert set(findings["verdict"]) == {"inconclusive at this scale"}
     assert "majority answer is wrong on" in (res / "report/findings.md").read_text()
     scores = pd.read_csv(res / "report" / "scores.csv")
