@@ -22,7 +22,6 @@ from vicurl.report.spec import Block, Column, Part, Row, TableSpec
 
 AVERAGE = "average"
 ALL = "all"
-MECHANISM_METRICS = ("avg_t_ref", "avg_t_long", "best_avg", "upgration", "aulc")
 LENGTH_METRICS = ("truncated_rate", "no_answer_rate", "mean_length", "p90_length")
 
 

@@ -46,7 +46,3 @@ def save(fig, out, dpi: int = 150) -> list[Path]:
     finally:
         plt.close(fig)
     return written
-
-
-def pct_label(metric: str) -> str:
-    return metric.replace("pass@", "Pass@") + " (%)"

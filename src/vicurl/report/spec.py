@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 CELL_KEYS = ("model", "reward", "curriculum", "variant", "benchmark", "metric")
-ROW_KEYS = ("model", "reward", "curriculum", "variant")
 FORMATS = ("pct", "signed", "percent", "ratio", "int")
 
 
