@@ -300,8 +300,11 @@ def paper_config():
 def findings_settings(cfg, study, model):
     """The settings of an oracle VI-CuRL run of ``study`` and ``model`` in ``cfg`` that the
     findings' departures compare, with the model's label and the training set."""
-    settings = runs_lib.train_settings(cfg, runs_lib.Run(study, model, "oracle", "vicurl", 0))
-    return {**settings, "model": cfg["models"][model].get("label", model), "train_set": cfg["studies"][study]["train_set"]}
+    from vicurl.settings import TrainSettings
+
+    settings = TrainSettings.from_dict(runs_lib.train_settings(cfg, runs_lib.Run(study, model, "oracle", "vicurl", 0)))
+    return {**dataclasses.asdict(settings), "model": cfg["models"][model].get("label", model),
+            "train_set": cfg["studies"][study]["train_set"]}  # with the settings' defaults
 
 
 def curve_runs(study, model):

@@ -63,8 +63,9 @@ def test_probe_quantities_by_hand():
     assert q["ratio_sigma2"] == pytest.approx(e["sigma2_kept"] / e["sigma2_full"])
     assert q["ratio_inf_vprob"] == pytest.approx(e["vprob_kept_inf"] / e["vprob_full_inf"])
     k = 4  # V_prob minus its action noise sigma^2 / K
-    assert q["ratio_vprob_adj"] == pytest.approx((e["vprob_kept"] - e["sigma2_kept"] / k)
-                                                 / (e["vprob_full"] - e["sigma2_full"] / k))
+    assert q["vprob_adj_kept"] == pytest.approx(e["vprob_kept"] - e["sigma2_kept"] / k)
+    assert q["vprob_adj_full"] == pytest.approx(e["vprob_full"] - e["sigma2_full"] / k)
+    assert q["noise_share_full"] == pytest.approx(e["sigma2_full"] / k / e["vprob_full"])
     assert q["zero_share_kept"] == pytest.approx(2 / 5) and q["zero_share_full"] == pytest.approx(4 / 8)
     assert q["zero_share_diff"] == pytest.approx(2 / 5 - 4 / 8)
     # weights of ones: the same numbers from the per-prompt quantities as from the record's
@@ -93,6 +94,11 @@ def test_seed_statistics_early_mean_and_approach_to_one():
     away = [scalar_record(b, r) for b, r in ((0.2, 0.9), (0.5, 0.7), (0.8, 0.5))]
     assert PS.seed_statistics([PS.probe_quantities(r) for r in away])["to_one_sigma2"] > 0
     assert s["inf_sigma2"] == pytest.approx(s["mean_sigma2"])  # every prompt informative
+    # V_prob without action noise: a ratio of means over the probes (each probe's difference is noisy)
+    adj = [(1.0 - r * 1.0 / 4, 1.0 - 1.0 / 4) for r in (2.0, 1.8, 1.5, 1.2)]  # (kept, full): vprob 1 or ratio_v 1
+    qs = [PS.probe_quantities(r) for r in recs[:4]]
+    assert [v for q in qs for v in (q["vprob_adj_kept"], q["vprob_adj_full"])] == pytest.approx(np.ravel(adj))
+    assert s["vprob_adj"] == pytest.approx(np.mean([a for a, _ in adj]) / np.mean([b for _, b in adj]))
     assert math.isnan(PS.slope([0.2, 0.2], [1, 2]))
 
 

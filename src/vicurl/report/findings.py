@@ -127,7 +127,7 @@ VARIANCE_ROWS = (
 )
 MECHANISM_ROWS = (
     ("vprob_adj", "variance_adjusted/vprob", "ratio kept/full of V_prob - sigma^2_g / K (V_prob without its "
-     "action noise) < 1 while beta_t < 1", "--", 1.0, "<", "ratio"),
+     "action noise; means over the probes with beta_t < 1) < 1", "--", 1.0, "<", "ratio"),
     ("zero_share_diff", "zero_gradient_share", "the kept prompts hold more zero-gradient groups (equal rewards) "
      "than the full batch while beta_t < 1 (share kept minus full)", PREMISE_TEXT, 0.0, ">", "pp"),
 )
@@ -157,13 +157,16 @@ def variance_findings(records: Sequence[Mapping], model: str, bootstrap: int = P
 
 def decomposition(records: Sequence[Mapping], model: str) -> pd.DataFrame:
     """Per condition: the action-variance ratio kept/full and its decomposition
-    (``probe_stats.decompose``), means over the oracle VI-CuRL probes with beta_t < 1 (all seeds),
-    and the base model's Spearman(confidence, mean reward) over the probe prompts."""
+    (``probe_stats.decompose``), and the share of the full batch's V_prob that is action noise
+    (sigma^2_g / K), means over the oracle VI-CuRL probes with beta_t < 1 (all seeds); and the base
+    model's Spearman(confidence, mean reward) over the probe prompts."""
     rows = []
     for study in dict.fromkeys(r["study"] for r in records):
         recs = [r for r in records if r["study"] == study and r["model"] == model and r["reward"] == "oracle"
                 and r["curriculum"] == "vicurl"]
-        parts = pd.DataFrame([PS.decompose(r) for r in recs if r["beta_t"] < 1])
+        during = [r for r in recs if r["beta_t"] < 1]
+        parts = pd.DataFrame([{**PS.decompose(r), "noise_share_full": PS.probe_quantities(r)["noise_share_full"]}
+                              for r in during])
         if parts.empty:
             continue
         rows.append({"condition": study, "probes": len(parts), **parts.mean().to_dict(),
@@ -395,7 +398,8 @@ DECOMPOSITION_COLUMNS = {
     "condition": "condition", "probes": "probes", "ratio": "ratio sigma^2 kept/full",
     "informative_kept": "informative share, kept", "informative_full": "informative share, full",
     "share_ratio": "share ratio", "ratio_inf": "ratio among informative", "zero_factor": "zero groups' factor",
-    "product": "product", "base_conf_reward_spearman": "base model: Spearman(confidence, reward)",
+    "product": "product", "noise_share_full": "action noise's share of V_prob, full",
+    "base_conf_reward_spearman": "base model: Spearman(confidence, reward)",
 }
 
 

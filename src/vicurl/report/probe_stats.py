@@ -5,8 +5,10 @@ Per probe (one run, one checkpoint; ``probe_quantities``):
 - the ratios kept/full of the action variance sigma^2 and of the problem variance V_prob
   (the paper's Ratio_sigma and Ratio_V);
 - the same ratios among the *informative* prompts only (unequal rewards, so a nonzero advantage);
-- the ratio of V_prob with its action-noise part removed, V_hat - sigma2_hat / K: a prompt's mean
-  of K rollouts carries sigma^2 / K of noise, so the raw V_hat moves with sigma2_hat;
+- V_prob with its action-noise part removed, V_hat - sigma2_hat / K, of the kept prompts and of the
+  full batch: a prompt's mean of K rollouts carries sigma^2 / K of noise, so the raw V_hat moves with
+  sigma2_hat (``noise_share_full``: that part's share of the full batch's V_hat). The difference is
+  unbiased but noisy (it can be negative), so a seed's ratio of it is a ratio of means over its probes;
 - the zero-gradient share (groups of equal rewards) of the kept prompts minus the full batch's.
 
 ``decompose``: the action-variance ratio as (informative share kept / full) x (ratio among
@@ -16,7 +18,8 @@ zero advantage leaves only the KL term's).
 
 Per run seed (``seed_statistics``), over its probes: the mean ratios while beta_t < 1 and at
 beta_t <= ``EARLY_BETA`` (the paper's "at beta ~0.2"), and the least-squares slope of |log ratio|
-on beta_t (below 0: the ratio approaches 1 as beta_t grows, from either side).
+on beta_t (below 0: the ratio approaches 1 as beta_t grows, from either side); and the ratio of
+the mean V_prob without action noise, kept over full.
 
 ``bootstrap_se``: the standard error of a statistic's mean across seeds from resampling each
 seed's probe prompts with replacement (the same draw at every step of a seed: its probes share
@@ -74,7 +77,9 @@ def probe_quantities(rec: Mapping[str, Any], weights: np.ndarray | None = None) 
     for est in ESTIMATORS:
         out[f"ratio_{est}"] = _ratio(e[f"{est}_kept"], e[f"{est}_full"])
         out[f"ratio_inf_{est}"] = _ratio(e[f"{est}_kept_inf"], e[f"{est}_full_inf"])
-    out["ratio_vprob_adj"] = _ratio(e["vprob_kept"] - e["sigma2_kept"] / k, e["vprob_full"] - e["sigma2_full"] / k)
+    out["vprob_adj_kept"] = e["vprob_kept"] - e["sigma2_kept"] / k
+    out["vprob_adj_full"] = e["vprob_full"] - e["sigma2_full"] / k
+    out["noise_share_full"] = _ratio(e["sigma2_full"] / k, e["vprob_full"])
     out["zero_share_kept"] = 1 - n["kept_inf"] / n["kept"] if n["kept"] else math.nan
     out["zero_share_full"] = 1 - n["full_inf"] / n["full"]
     out["zero_share_diff"] = out["zero_share_kept"] - out["zero_share_full"]
@@ -129,7 +134,8 @@ def seed_statistics(quantities: Sequence[Mapping[str, float]]) -> dict[str, floa
                                      [abs(math.log(q[f"ratio_{est}"])) if q[f"ratio_{est}"] > 0 else math.nan
                                       for q in during])
         out[f"inf_{est}"] = _mean(q[f"ratio_inf_{est}"] for q in during)
-    out["vprob_adj"] = _mean(q["ratio_vprob_adj"] for q in during)
+    out["vprob_adj"] = _ratio(_mean(q["vprob_adj_kept"] for q in during), _mean(q["vprob_adj_full"] for q in during))
+    out["noise_share_full"] = _mean(q["noise_share_full"] for q in during)
     out["zero_share_diff"] = _mean(q["zero_share_diff"] for q in during)
     out["zero_share_kept"] = _mean(q["zero_share_kept"] for q in during)
     out["zero_share_full"] = _mean(q["zero_share_full"] for q in during)
