@@ -7,9 +7,10 @@ Gram matrix of the prompt means), prints per condition (study):
 - the share of the batch's action variance held by its 3 largest prompts (the heavy tail);
 - for m prompts drawn without replacement from the P probed (m = P/4, P/2, 3P/4, P), the standard
   deviation across 200 draws of the mean action-variance and problem-variance ratio kept/full over a
-  seed's probes with beta_t < 1, averaged over seeds (at m = P it is 0: the draw is the batch). Its
-  growth as m falls, about as 1/sqrt(m) (the finite-population factor aside), says how far P is from
-  covering the tail.
+  seed's probes with beta_t < 1, averaged over seeds (at m = P it is 0: the draw is the batch), and
+  the same divided by the finite-population factor sqrt(1 - m/P): the sd of m prompts drawn from an
+  unlimited pool. It falls about as 1/sqrt(m); at m = P it is what prompt sampling adds to a seed's
+  ratio (compare the findings' bootstrap se times sqrt(seeds)).
 
     .venv/bin/python measurements/probe_prompts.py [results/mini]
 """
@@ -56,8 +57,10 @@ def main(results: Path) -> None:
                 for k in sds:
                     v = np.asarray([d[k] for d in draws], float)
                     sds[k].append(np.nanstd(v[np.isfinite(v)], ddof=1))
+            fpc = np.sqrt(1 - m / p) if m < p else np.nan  # drawing m of P without replacement
             print(f"  m = {m:3d} prompts: sd of a seed's mean ratio, sigma^2 {np.mean(sds['mean_sigma2']):.3f}, "
-                  f"V_prob {np.mean(sds['mean_vprob']):.3f}")
+                  f"V_prob {np.mean(sds['mean_vprob']):.3f}; from an unlimited pool (sd / sqrt(1 - m/P)): "
+                  f"{np.mean(sds['mean_sigma2']) / fpc:.3f}, {np.mean(sds['mean_vprob']) / fpc:.3f}")
 
 
 if __name__ == "__main__":

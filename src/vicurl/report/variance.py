@@ -104,7 +104,7 @@ def variance_ratio(probes: pd.DataFrame, out, *, models: Sequence[str] | None = 
         right.tick_params(axis="y", colors=BETA_COLOR)
         h1, l1 = ax.get_legend_handles_labels()
         h2, l2 = right.get_legend_handles_labels()
-        ax.legend(h1 + h2, l1 + l2, fontsize=8, frameon=False, loc="lower right")
+        ax.legend(h1 + h2, l1 + l2, fontsize=7, framealpha=0.85, loc="best")
     fig.tight_layout()
     return save(fig, out, dpi)
 
