@@ -52,6 +52,14 @@ def test_the_gpu_smoke_dag_runs_end_to_end_on_the_cpu(vllm, tmp_path):
     tex = (results / "report" / "tables" / "smoke.tex").read_text()
     assert "Base (No RL)" in tex and "Majority Vote" in tex and "VI-CuRL" in tex and "AMC 2023" in tex
 
+    # a changed `verl.overrides` can change what verl trains: the train job's params change, so it reruns
+    changed = run(tmp_path, "all", "-n", "--config", "verl={overrides: [trainer.val_before_train=false]}")
+    assert changed.returncode == 0, changed.stderr[-4000:]
+    plan = changed.stdout + changed.stderr
+    assert "rule train:" in plan and "Params have changed since last execution" in plan, plan[-4000:]
+    unchanged = run(tmp_path, "all", "-n")
+    assert "Nothing to be done" in unchanged.stdout + unchanged.stderr
+
     # rule prompt_stats samples through vLLM too (AdaRFT's and SENT's table; no curriculum here asks for it)
     stats = RESULTS / "prompt_stats" / "qwen_0.5b_instruct" / "deepscaler.parquet"
     out = run(tmp_path, str(stats))
