@@ -13,7 +13,7 @@ the training surrogate (its advantage normalized within the K rollouts of x).
 Each estimate is taken over four subsets of the batch (``SUBSETS``): the full batch, the kept
 prompts, and each restricted to the *informative* prompts, those whose K rewards are not all equal.
 A group of equal rewards has advantage 0 and contributes no policy-gradient term (only the small
-KL term), so how many such groups a subset holds moves both estimates (``vicurl.report.findings.decompose``).
+KL term), so how many such groups a subset holds moves both estimates (``vicurl.report.probe_stats.decompose``).
 
 Both estimates are functions of two per-prompt quantities, ``within`` (each prompt's sample
 variance of its K gradients) and the Gram matrix of the prompt means (``from_moments``); a subset

@@ -83,13 +83,19 @@ class Finding:
     @property
     def se(self) -> float:
         """The standard error the verdict uses: across seeds, or ``se_extra`` where larger."""
-        n = len(self.finite)
-        seeds = self.std / math.sqrt(n) if n >= 2 else math.nan
-        return max(seeds, self.se_extra) if math.isfinite(self.se_extra) else seeds
+        return standard_error(self.finite, self.se_extra)
 
     @property
     def verdict(self) -> str:
         return verdict(self.finite, self.threshold, self.side, self.se_extra)
+
+
+def standard_error(values: Sequence[float], se_extra: float = math.nan) -> float:
+    """std / sqrt(n) of the finite ``values`` (NaN below two), or ``se_extra`` where larger."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) >= 2 else math.nan
+    return max(se, se_extra) if math.isfinite(se_extra) and math.isfinite(se) else se
 
 
 def verdict(values: Sequence[float], threshold: float, side: str, se_extra: float = math.nan) -> str:
@@ -102,8 +108,7 @@ def verdict(values: Sequence[float], threshold: float, side: str, se_extra: floa
     if len(v) < 2:
         return VERDICTS[2]
     margin = (v.mean() - threshold) * (1 if side == ">" else -1)  # > 0: on the claimed side
-    se = v.std(ddof=1) / math.sqrt(len(v))
-    two_se = 2 * (max(se, se_extra) if math.isfinite(se_extra) else se)
+    two_se = 2 * standard_error(v, se_extra)
     if margin > two_se:
         return VERDICTS[0]
     if -margin > two_se:
@@ -133,15 +138,20 @@ MECHANISM_ROWS = (
 )
 
 
+def _conditions(records: Sequence[Mapping], model: str):
+    """(study, its probe records of ``model``'s oracle VI-CuRL runs) per probed study that has any."""
+    for study in dict.fromkeys(r["study"] for r in records):
+        recs = [r for r in records if r["study"] == study and r["model"] == model and r["reward"] == "oracle"
+                and r["curriculum"] == "vicurl"]
+        if recs:
+            yield study, recs
+
+
 def variance_findings(records: Sequence[Mapping], model: str, bootstrap: int = PS.BOOTSTRAP) -> list[Finding]:
     """The variance claims per condition (probed study) from the probe records (the probe JSONs)
     of VI-CuRL runs with the oracle reward."""
     out = []
-    for study in dict.fromkeys(r["study"] for r in records):
-        recs = [r for r in records if r["study"] == study and r["model"] == model and r["reward"] == "oracle"
-                and r["curriculum"] == "vicurl"]
-        if not recs:
-            continue
+    for study, recs in _conditions(records, model):
         seeds = PS.by_seed(recs)
         stats = {s: PS.seed_statistics([PS.probe_quantities(r) for r in rs]) for s, rs in seeds.items()}
         se = PS.bootstrap_se(recs, n=bootstrap) if bootstrap else {}
@@ -161,9 +171,7 @@ def decomposition(records: Sequence[Mapping], model: str) -> pd.DataFrame:
     (sigma^2_g / K), means over the oracle VI-CuRL probes with beta_t < 1 (all seeds); and the base
     model's Spearman(confidence, mean reward) over the probe prompts."""
     rows = []
-    for study in dict.fromkeys(r["study"] for r in records):
-        recs = [r for r in records if r["study"] == study and r["model"] == model and r["reward"] == "oracle"
-                and r["curriculum"] == "vicurl"]
+    for study, recs in _conditions(records, model):
         during = [r for r in recs if r["beta_t"] < 1]
         parts = pd.DataFrame([{**PS.decompose(r), "noise_share_full": PS.probe_quantities(r)["noise_share_full"]}
                               for r in during])

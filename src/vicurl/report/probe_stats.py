@@ -33,6 +33,7 @@ import math
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 import torch
 
 from vicurl.probes.variance import estimates, subset_masks
@@ -179,24 +180,10 @@ def bootstrap_se(records: Sequence[Mapping[str, Any]], n: int = BOOTSTRAP, seed:
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     """Spearman's rank correlation (average ranks for ties); NaN for a constant series."""
-    rx, ry = (np.asarray(_ranks(v), float) for v in (x, y))
+    rx, ry = (pd.Series(np.asarray(v, float)).rank().to_numpy() for v in (x, y))  # pandas' own ranks need no scipy
     if len(rx) < 3 or rx.std() == 0 or ry.std() == 0:
         return math.nan
     return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def _ranks(v: Sequence[float]) -> list[float]:
-    v = np.asarray(v, float)
-    order = np.argsort(v, kind="stable")
-    ranks = np.empty(len(v))
-    i = 0
-    while i < len(v):
-        j = i
-        while j + 1 < len(v) and v[order[j + 1]] == v[order[i]]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2
-        i = j + 1
-    return list(ranks)
 
 
 def confidence_vs_reward(records: Sequence[Mapping[str, Any]], step: int = 0) -> float:
