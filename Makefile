@@ -36,7 +36,7 @@ demo: setup
 
 ## make mini: the mini reproduction (config/mini.yaml, about 75 min on 2 cores) -> results/mini/
 mini: setup
-	$(VENV)/bin/snakemake all --cores $(CORES) --replace-workflow-config --configfile config/mini.yaml
+	$(VENV)/bin/snakemake all --cores $(CORES) --configfile config/mini.yaml
 
 ## make rehearse: config/gpu_smoke.yaml on this CPU, verl's loop and vLLM's CPU build, stand-ins for the Hub's
 ## model and data (docs/verl.md) -> results/gpu_smoke_cpu/

@@ -1,6 +1,6 @@
 # VI-CuRL reproduction workflow. Targets only; the rules live in rules/*.smk.
 #   snakemake --cores all all                        # the CPU demo (config/demo.yaml)
-#   snakemake --cores all --configfile config/X.yaml all
+#   snakemake --cores all --configfile config/mini.yaml all  # another config (the whole config)
 #   snakemake --cores all tables                     # the tables only (table_{name}: one of them)
 #   snakemake --cores all study_main                 # one study: its runs, evaluations, figures, tables
 #   snakemake --profile slurm-a100 all               # the paper on a SLURM cluster (slurm-a100/config.yaml)
@@ -10,7 +10,11 @@ from snakemake.utils import min_version
 min_version("9.10")
 
 
-configfile: "config/demo.yaml"
+# The demo when no --configfile is given; given ones are the whole config (layer them:
+# --configfile config/demo.yaml my_overrides.yaml).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/demo.yaml"
 
 
 report: "rules/captions/workflow.rst"

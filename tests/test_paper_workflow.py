@@ -110,7 +110,7 @@ def test_the_paper_formulas_give_the_readme_numbers():
 def test_profile_shape():
     p = PROFILE
     assert p["executor"] == "slurm" and p["retries"] >= 1 and p["rerun-incomplete"] is True
-    assert p["configfile"] == "config/paper.yaml" and p["replace-workflow-config"] is True
+    assert p["configfile"] == "config/paper.yaml" and "replace-workflow-config" not in p
     assert "software-deployment-method" not in p  # the plan and the jobs need no conda (--sdm conda adds it)
     assert {"slurm_account", "slurm_partition", "runtime", "mem_mb"} <= set(p["default-resources"])
     r = p["set-resources"]
@@ -186,7 +186,7 @@ def test_per_benchmark_generation_plans_one_job_per_benchmark(tmp_path):
     (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
     (tmp_path / "per_benchmark.yaml").write_text("eval: {generate_per: benchmark}\n")
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "--replace-workflow-config", "--configfile", str(REPO / "config" / "paper.yaml"), str(tmp_path / "per_benchmark.yaml"),
+           "--configfile", str(REPO / "config" / "paper.yaml"), str(tmp_path / "per_benchmark.yaml"),
            "-n", "all", "--quiet", "rules"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -221,7 +221,7 @@ def test_each_study_target_plans_only_its_own_jobs(tmp_path, study):
     one_seed = tmp_path / "one_seed.yaml"
     one_seed.write_text(yaml.safe_dump({"studies": {s: {"seeds": [0]} for s in PAPER["studies"]}, "probes": {"seeds": [0]}}))
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n",
-           f"study_{study}", "--replace-workflow-config", "--configfile", str(REPO / "config" / "paper.yaml"), str(one_seed)]
+           f"study_{study}", "--configfile", str(REPO / "config" / "paper.yaml"), str(one_seed)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     st = {**PAPER["studies"][study], "seeds": [0]}

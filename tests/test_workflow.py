@@ -92,7 +92,7 @@ def test_paper_table_from_premade_scores_and_report(tmp_path):
     per cell): the table, its comparison with the paper (the Average column recomputed per seed agrees
     with the paper's to rounding), and the HTML report. --allowed-rules keeps the rest of the DAG out."""
     paper_scores(tmp_path / "results" / "paper" / "report" / "tables" / "main_results_part1.scores.csv", "main_results_part1")
-    args = ["--replace-workflow-config", "--configfile", str(REPO / "config" / "paper.yaml"),
+    args = ["--configfile", str(REPO / "config" / "paper.yaml"),
             "--allowed-rules", "table", "table_vs_paper", "table_main_results_part1"]
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), *args]
     out = subprocess.run([*cmd, "--cores", "1", "table_main_results_part1"], capture_output=True, text=True, timeout=300)
@@ -111,7 +111,7 @@ def test_paper_table_from_premade_scores_and_report(tmp_path):
 
 def test_paper_config_plans_every_paper_table(tmp_path):
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n",
-           "table_mechanism", "table_long_output", "--replace-workflow-config", "--configfile", str(REPO / "config" / "paper.yaml")]
+           "table_mechanism", "table_long_output", "--configfile", str(REPO / "config" / "paper.yaml")]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     jobs = job_counts(out.stdout)

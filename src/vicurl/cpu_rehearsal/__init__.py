@@ -78,7 +78,7 @@ def rehearse(workdir: str | Path = ".", args: list[str] | tuple[str, ...] = ("al
 
         stand_ins.write(workdir / STAND_INS)
     cmd = [sys.executable, "-m", "snakemake", *args, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--resources", "gpu=1", "--replace-workflow-config", "--configfile", *map(str, CONFIGS)]
+           "--resources", "gpu=1", "--configfile", *map(str, CONFIGS)]
     return subprocess.run(cmd, env={**os.environ, **environment()}, **run_kw)
 
 
