@@ -4,16 +4,13 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))  # this checkout's package, installed or not
-import vicurl.config as config_lib
+import vicurl.checks as checks_lib
 import vicurl.data.sources as sources_lib
 import vicurl.report.tableconfig as tables_lib
 import vicurl.runs as runs_lib
 from snakemake.logging import logger
-from snakemake.utils import validate
 
-config_lib.check_schema(config, os.path.join(workflow.basedir, "config", "schema.yaml"))  # one line naming the key
-validate(config, schema="../config/schema.yaml", set_default=True)  # fills in the defaults
-runs_lib.check(config)
+checks_lib.read(config, os.path.join(workflow.basedir, "config", "schema.yaml"))  # every check; fills in defaults
 
 R = f"results/{config['scenario']}"
 RUNS = runs_lib.runs(config)
@@ -293,8 +290,7 @@ def paper_config():
 
     with open(f"{workflow.basedir}/config/paper.yaml") as f:
         paper = yaml.safe_load(f)
-    validate(paper, schema=f"{workflow.basedir}/config/schema.yaml", set_default=True)
-    return paper
+    return checks_lib.read(paper, f"{workflow.basedir}/config/schema.yaml")
 
 
 def findings_settings(cfg, study, model):

@@ -29,6 +29,7 @@ from verl.trainer.ppo.reward import extract_reward
 from verl.utils import tensordict_utils as tu
 
 from vicurl import methods
+from vicurl import checks
 from vicurl import runs as runs_lib
 from vicurl.algos.grpo import grpo_loss, loss_config
 from vicurl.engines import local as local_engine
@@ -778,16 +779,16 @@ def test_config_check_refuses_what_verl_cannot_run():
     cfg = paper_config()
     cfg["curricula"].update(vcrl={}, adarft={}, sent={})
     cfg["studies"]["main"]["settings"]["oracle"] = ["none", "vcrl", "adarft", "sent", "vicurl"]
-    runs_lib.check(cfg)  # the paper's oracle x {none, vcrl, adarft, sent, vicurl} runs on verl
+    checks.check(cfg)  # the paper's oracle x {none, vcrl, adarft, sent, vicurl} runs on verl
     bad = copy.deepcopy(cfg)
     bad["studies"]["main"]["settings"]["oracle"].append("soft_confidence")
     bad["curricula"]["soft_confidence"] = {}  # weighted KL (train.weight_kl's default)
     with pytest.raises(ValueError, match=r"studies\.main\.settings\.oracle: 'soft_confidence'.*"
                                          r"curricula\.soft_confidence\.weight_kl"):
-        runs_lib.check(bad)
+        checks.check(bad)
     bad = copy.deepcopy(cfg)
     bad["train"]["mini_batch_size"] = 32
     with pytest.raises(ValueError, match=r"studies\.main\.settings\.oracle: 'vcrl'.*train\.mini_batch_size"):
-        runs_lib.check(bad)
+        checks.check(bad)
     bad["engine"] = "local"
-    runs_lib.check(bad)  # the local engine runs both
+    checks.check(bad)  # the local engine runs both

@@ -11,11 +11,10 @@ import pytest
 import torch
 import yaml
 
-from vicurl import methods
+from vicurl import checks, methods
 from vicurl import runs as R
 from vicurl.curriculum import Batch, Curriculum, Selection, make_curriculum, selection_metrics
 from vicurl.engines import step as engine_step
-from vicurl.engines.verl import support
 from vicurl.report import labels
 from vicurl.rewards import GroupReward, check_params, group_rewards
 
@@ -130,20 +129,20 @@ def test_a_curriculum_is_one_module_and_one_catalog_entry(monkeypatch):
         make_curriculum("toy", {"kep": 2})
     # the parse-time checks: runs on either engine, probeable, reads the offline statistics
     cfg = config()
-    R.check(cfg)
-    R.check({**cfg, "engine": "verl"})
-    assert support.refusal({"curriculum": "toy", "total_steps": 1}) is None
+    checks.check(cfg)
+    checks.check({**cfg, "engine": "verl"})
+    assert checks.verl_refusal({"curriculum": "toy", "total_steps": 1}) is None
     run = R.Run("s", "m", "oracle", "toy", 0)
     assert R.needs_prompt_stats(cfg, run) and R.is_probed(cfg, run)
     assert labels.row_label("oracle", "toy") == labels.curriculum_label("toy") == "Toy Curriculum"
     # an entry's capabilities are what the checks read
     monkeypatch.setitem(methods.CURRICULA, "toy", methods.CurriculumSpec("toy", TOY.implementation, "Toy",
                                                                          engines=("local",)))
-    R.check(cfg | {"probes": {}})
+    checks.check(cfg | {"probes": {}})
     with pytest.raises(ValueError, match=r"studies.s.settings.oracle: 'toy' cannot run on engine: verl"):
-        R.check(cfg | {"probes": {}, "engine": "verl"})
+        checks.check(cfg | {"probes": {}, "engine": "verl"})
     with pytest.raises(ValueError, match="probes.curricula: 'toy' keeps state across steps"):
-        R.check(cfg)
+        checks.check(cfg)
     assert not R.needs_prompt_stats(cfg, run)
 
 
@@ -159,6 +158,6 @@ def test_a_reward_is_one_function_and_one_catalog_entry(monkeypatch):
     out = group_rewards("toy_reward", {"bonus": 1.0}, ["a", "ab", "abc", "abcd"], ["", ""], group_size=2)
     assert out.rewards.tolist() == [2.0, 1.0, 2.0, 1.0]
     assert not engine_step.reward_bounded("toy_reward")
-    R.check(config())
+    checks.check(config())
     assert labels.row_label("toy_reward", "none") == "Toy Baseline" and labels.reward_title("toy_reward") == "Toy Reward"
 

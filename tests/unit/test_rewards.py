@@ -247,10 +247,10 @@ def test_config_check_refuses_n_votes_below_the_group_size():
 
     import yaml
 
-    from vicurl import runs
+    from vicurl import checks
 
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "demo.yaml").read_text())
-    runs.check(config)
+    checks.check(config)
     config["rewards"]["majority_vote"] = {"n_votes": 4}  # the demo's G is 8
     with pytest.raises(ValueError, match="n_votes=4"):
-        runs.check(config)
+        checks.check(config)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from vicurl import checks
 from vicurl import runs as R
 
 
@@ -86,7 +87,7 @@ def test_table_evaluations_read_only_the_rows_steps_and_seeds():
                                            ({"studies": ["s"], "steps": [0, 25]}, "probes.steps")])
 def test_probe_config_errors_are_named(probes, named):
     with pytest.raises(ValueError, match=named):
-        R.check(config(**probes))
+        checks.check(config(**probes))
 
 
 def continued_config():
@@ -101,7 +102,7 @@ def continued_config():
 
 def test_a_continued_run_starts_from_its_source_run_and_owns_only_its_own_steps():
     cfg = continued_config()
-    R.check(cfg)
+    checks.check(cfg)
     none, soft = R.Run("long", "m", "oracle", "none", 0), R.Run("long", "m", "oracle", "soft_confidence", 0)
     assert R.source_run(cfg, none) == R.Run("s", "m", "oracle", "none", 0) and R.start_step(cfg, none) == 25
     assert R.source_run(cfg, soft) is None and R.start_step(cfg, soft) == 0  # `s` has no soft run: 50 steps here
@@ -132,22 +133,22 @@ def test_a_continuation_that_would_not_extend_its_source_runs_is_named(change, n
     cfg = continued_config()
     change(cfg)
     with pytest.raises(ValueError, match=named.replace(".", r"\.")):
-        R.check(cfg)
+        checks.check(cfg)
 
 
 def test_mini_batches_must_divide_the_batch():
     cfg = config()
     cfg["train"].update(batch_size=8, mini_batch_size=3)
     with pytest.raises(ValueError, match="train.mini_batch_size=3 does not divide train.batch_size=8"):
-        R.check(cfg)
+        checks.check(cfg)
     cfg["train"]["mini_batch_size"] = 4
-    R.check(cfg)
+    checks.check(cfg)
 
 
 def test_continues_null_makes_separate_runs():
     cfg = continued_config()
     cfg["studies"]["long"]["continues"] = None  # e.g. a second configfile over the paper's
-    R.check(cfg)
+    checks.check(cfg)
     none = R.Run("long", "m", "oracle", "none", 0)
     assert R.source_run(cfg, none) is None and R.start_step(cfg, none) == 0
     s = R.train_settings(cfg, none)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from vicurl.config import ConfigError
+from vicurl.errors import ConfigError
 from vicurl.data import normalize as nz
 
 SYNTHETIC = "synthetic"

@@ -35,7 +35,7 @@ from vicurl import rewards as reward_sources
 from vicurl.algos.grpo import outcome_to_token_rewards
 from vicurl.curriculum import Batch, Selection, make_curriculum
 from vicurl.engines import step as engine_step
-from vicurl.engines.verl import support
+from vicurl.checks import verl_refusal
 from vicurl.sampling import decode_responses
 from vicurl.settings import TrainSettings
 
@@ -46,7 +46,7 @@ def check_settings(settings: TrainSettings | dict[str, Any]) -> TrainSettings:
     """The settings parsed (a run's ``train_config.json`` dict is), refused where the verl engine
     cannot run them exactly: an error naming the config key."""
     s = TrainSettings.of(settings)
-    why = support.refusal(s)
+    why = verl_refusal(s)
     if why is not None:
         raise ValueError(f"engine verl: {why}")
     reward_sources.check_params(s.reward, s.reward_params)
