@@ -7,7 +7,7 @@ VLLM_PY   := $(VLLM_VENV)/bin/python
 CORES ?= all
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-vllm demo mini rehearse test test-main test-gpu-path clean-demo
+.PHONY: setup setup-vllm demo mini rehearse rulegraph test test-main test-gpu-path clean-demo
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -42,6 +42,12 @@ mini: setup
 ## model and data (docs/verl.md) -> results/gpu_smoke_cpu/
 rehearse: setup-vllm
 	$(VLLM_PY) -m vicurl.cpu_rehearsal run all --cores $(CORES)
+
+## make rulegraph: the rules and their dependencies (the demo config), drawn by Graphviz's dot -> docs/figures/rulegraph.svg
+rulegraph: setup
+	$(VENV)/bin/snakemake --rulegraph > docs/figures/rulegraph.dot
+	dot -Tsvg docs/figures/rulegraph.dot -o docs/figures/rulegraph.svg
+	rm docs/figures/rulegraph.dot
 
 ## make test: the test suite in .venv and, beside it, the tests of the GPU path's libraries (vLLM, verl's loop)
 ## in .venv-vllm. The two run at once (each prints when it ends): the GPU path's tests wait on Ray, vLLM's
