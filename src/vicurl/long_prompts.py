@@ -130,10 +130,17 @@ def fit(df: pd.DataFrame, prompts: Sequence[str], tokenizer, limit: Limit | None
 
 def fit_training_set(df: pd.DataFrame, tokenizer, settings: TrainSettings,
                      source: str = "the training set") -> tuple[pd.DataFrame, list[str], dict[str, Any]]:
-    """A training set's rows and prompts as both engines train on them (``fit`` against
-    ``train.max_prompt_length``, policy ``train.long_prompts``)."""
+    """A training set's rows and prompts as both engines (and the probes) train on them (``fit``
+    against ``train.max_prompt_length``, policy ``train.long_prompts``), refused when fewer than a
+    batch remain. ``source`` names the set in errors."""
     prompts = build_prompts(df, settings.prompt_order, tokenizer, settings.chat_template)
-    return fit(df, prompts, tokenizer, training_limit(settings.max_prompt_length), settings.long_prompts, source)
+    df, prompts, report = fit(df, prompts, tokenizer, training_limit(settings.max_prompt_length),
+                              settings.long_prompts, source)
+    if len(df) < settings.batch_size:
+        dropped = report["dropped"]
+        why = f" once {dropped} longer than {report['limit']} are dropped" if dropped else ""
+        raise ValueError(f"{source} has {len(df)} rows{why}, fewer than train.batch_size={settings.batch_size}")
+    return df, prompts, report
 
 
 def generation_prompts(problems: pd.DataFrame, tokenizer, context: int | None, max_new_tokens: int, *,

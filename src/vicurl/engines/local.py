@@ -38,9 +38,9 @@ from vicurl import devices
 from vicurl.algos.grpo import grpo_loss, loss_config
 from vicurl.curriculum import make_curriculum
 from vicurl.engines import step as engine_step
-from vicurl.engines.rollout import RolloutScorer, load_models, sequence_logprobs, training_rows
+from vicurl.engines.rollout import RolloutScorer, load_models, sequence_logprobs
 from vicurl.io import atomic_path, link_or_copy, write_text
-from vicurl.long_prompts import write_report
+from vicurl.long_prompts import fit_training_set, write_report
 from vicurl.settings import TrainSettings
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class LocalTrainer:
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         # before anything sees the rows: a prompt too long to sample from would fail an allocation
         # deep in `generate`, naming neither the set nor the row
-        self.train_df, self.prompts, self.long_prompts = training_rows(train_df, self.tokenizer, cfg, source)
+        self.train_df, self.prompts, self.long_prompts = fit_training_set(train_df, self.tokenizer, cfg, source)
         write_report(self.work_dir, self.long_prompts, source)
         self.device = devices.resolve(device)
         self.policy, self.ref = load_models(model_path, cfg, self.device)

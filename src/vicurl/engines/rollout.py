@@ -1,7 +1,6 @@
 """Scored rollouts on one process: the local engine's and the variance probes' way from prompt ids
 to what a training step sees.
 
-``training_rows``   the training rows and prompts (long prompts dropped or refused), at least a batch
 ``load_models``     the policy (float32 on ``device``) and the frozen reference (when ``kl_coef`` > 0)
 ``RolloutScorer``   policy, reference, tokenizer, device, settings and the training rows ->
                     ``rollout(ids, seed)``: G rollouts per prompt from pi_old, scored (old log-probs
@@ -31,20 +30,7 @@ from vicurl.algos.confidence import logprobs_and_entropy
 from vicurl.curriculum import Batch
 from vicurl.engines import step as engine_step
 from vicurl.sampling import Rollouts, sample
-from vicurl.long_prompts import fit_training_set
 from vicurl.settings import TrainSettings
-
-
-def training_rows(train_df: pd.DataFrame, tokenizer, settings: TrainSettings,
-                  source: str) -> tuple[pd.DataFrame, list[str], dict]:
-    """The rows trained on, their prompts and the long-prompt report (`vicurl.long_prompts.fit_training_set`),
-    refused when fewer than a batch remain. ``source`` names the set in errors."""
-    df, prompts, report = fit_training_set(train_df, tokenizer, settings, source=source)
-    if len(df) < settings.batch_size:
-        dropped = report["dropped"]
-        why = f" once {dropped} longer than {report['limit']} are dropped" if dropped else ""
-        raise ValueError(f"{source} has {len(df)} rows{why}, fewer than train.batch_size={settings.batch_size}")
-    return df, prompts, report
 
 
 def load_models(model_path: str | Path, settings: TrainSettings, device: torch.device,

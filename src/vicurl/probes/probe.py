@@ -37,7 +37,8 @@ from transformers import AutoTokenizer
 from vicurl import devices
 from vicurl.algos.grpo import grpo_loss, loss_config
 from vicurl.curriculum import Selection, make_curriculum
-from vicurl.engines.rollout import RolloutScorer, ScoredRollouts, load_models, sequence_logprobs, training_rows
+from vicurl.engines.rollout import RolloutScorer, ScoredRollouts, load_models, sequence_logprobs
+from vicurl.long_prompts import fit_training_set
 from vicurl.engines.step import seed_for
 from vicurl.methods import probeable
 from vicurl.probes import variance
@@ -137,7 +138,7 @@ def load_scorer(settings: TrainSettings, checkpoint_dir: str | Path, base_dir: s
                 device: torch.device) -> RolloutScorer:
     """The checkpoint as pi_old, the run's initial model as the reference, on the rows the run trains on."""
     tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir)
-    rows, prompts, _ = training_rows(train_df, tokenizer, settings, "the training set")
+    rows, prompts, _ = fit_training_set(train_df, tokenizer, settings, "the training set")
     policy, ref = load_models(checkpoint_dir, settings, device, ref_model_path=base_dir)
     return RolloutScorer(policy, ref, tokenizer, device, settings, rows, prompts)
 

@@ -5,9 +5,11 @@
         --checkpoints .../checkpoints --metrics .../metrics.jsonl [--verl-config verl.json] \\
         [--continue-from .../main/.../_work:313]
 
-(the train rule calls ``run`` directly when ``engine: verl``). ``overrides`` is a pure function
-of the run's settings (`vicurl.runs.train_settings`) and the config's ``verl`` section; a test
-composes verl's own ``ppo_trainer.yaml`` with it for every run of config/paper.yaml.
+(the train rule calls ``run`` directly when ``engine: verl``). verl's config is ``CONFIG``
+(``vicurl_ppo_trainer.yaml``: verl's ``ppo_trainer`` and what every run sets the same way) with
+``overrides``, a pure function of the run's settings (`vicurl.runs.train_settings`) and the config's
+``verl`` section: the values computed from them, the run's paths, then ``verl.overrides``. A test
+composes it (``compose``) for every run of config/paper.yaml.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from vicurl.runs import setting_of
 from vicurl.settings import TrainSettings, VerlSettings
 
 log = logging.getLogger(__name__)
+
+# verl's ppo_trainer extended with what every run sets the same way (GRPO, FSDP2, vLLM rollouts, ...)
+CONFIG = Path(__file__).with_name("vicurl_ppo_trainer.yaml")
 
 
 def _q(v: Any) -> str:
@@ -55,28 +60,20 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
     s = TrainSettings.of(settings)
     v = verl if isinstance(verl, VerlSettings) else VerlSettings.from_dict(verl)
     b, g, total = int(s.batch_size), int(s.group_size), int(s.total_steps)
-    if n_train < b:
-        raise ValueError(f"training set has {n_train} rows, fewer than train.batch_size={b}")
     epochs = math.ceil(total / (n_train // b))
     mini = s.mini_batch_size or b
     kl = float(s.kl_coef)
     work = Path(work_dir)
     max_tok = max(int(v.max_token_len_per_gpu), int(s.max_prompt_length) + int(s.max_response_length))
+    # the constant part is the config this composes (vicurl_ppo_trainer.yaml); here what the run sets
     out = {
-        # GRPO
-        "algorithm.adv_estimator": "grpo",
-        "algorithm.norm_adv_by_std_in_grpo": True,
-        "algorithm.use_kl_in_reward": False,
         # data
         "data.train_files": train_files,
         "data.val_files": train_files,  # verl requires one; validation is off (the workflow evaluates)
         "data.train_batch_size": b,
         "data.max_prompt_length": int(s.max_prompt_length),
         "data.max_response_length": int(s.max_response_length),
-        "data.shuffle": True,
         "data.seed": int(s.seed),
-        "data.truncation": "error",
-        "data.filter_overlong_prompts": False,  # dataset row i stays training-set row i (the curricula index it)
         # a curriculum that chooses the prompts (AdaRFT, SENT) must see a step's rewards before the next
         # batch is drawn: no worker processes prefetching batches (vicurl.engines.verl.sampler)
         "data.dataloader_num_workers": 0 if s.curriculum in proposing() else 8,
@@ -84,12 +81,8 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "actor_rollout_ref.model.path": model_path,
         "actor_rollout_ref.model.custom_chat_template": VERBATIM_TEMPLATE,
         # verl's model config asks transformers for flash_attention_2 unless told otherwise, and the vllm
-        # extra does not install flash-attn. sdpa is torch's own; with use_remove_padding (verl's packed
-        # sequences, attention_mask None) transformers >= 4.53 masks each packed sequence off the others
-        # from the position ids (a test checks the packed log-probs against padded ones).
+        # extra does not install flash-attn. sdpa is torch's own (docs/verl.md, "Attention")
         "+actor_rollout_ref.model.override_config.attn_implementation": str(v.attn_implementation),
-        "actor_rollout_ref.model.use_remove_padding": True,
-        "actor_rollout_ref.actor.strategy": "fsdp2",
         "actor_rollout_ref.actor.optim.lr": float(s.lr),
         "actor_rollout_ref.actor.optim.weight_decay": float(s.weight_decay),
         "actor_rollout_ref.actor.optim.betas": [float(x) for x in s.adam_betas],
@@ -97,7 +90,6 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "actor_rollout_ref.actor.grad_clip": float(s.grad_clip),
         "actor_rollout_ref.actor.ppo_mini_batch_size": int(mini),
         "actor_rollout_ref.actor.ppo_epochs": int(s.ppo_epochs),
-        "actor_rollout_ref.actor.use_dynamic_bsz": True,
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": max_tok,
         "actor_rollout_ref.actor.clip_ratio": float(s.clip_ratio),
         "actor_rollout_ref.actor.clip_ratio_low": float(s.clip_ratio),
@@ -105,48 +97,31 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "actor_rollout_ref.actor.use_kl_loss": kl > 0,
         "actor_rollout_ref.actor.kl_loss_coef": kl,
         "actor_rollout_ref.actor.kl_loss_type": s.kl_type,
-        "actor_rollout_ref.actor.entropy_coeff": 0.0,
         "actor_rollout_ref.actor.loss_agg_mode": s.loss_agg_mode,
         "actor_rollout_ref.actor.fsdp_config.param_offload": bool(v.param_offload),
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload": bool(v.optimizer_offload),
-        # resume checkpoints only: the evaluated steps are merged to HF on the CPU (`export.export_step`)
-        "actor_rollout_ref.actor.checkpoint.save_contents": ["model", "optimizer", "extra"],
-        "actor_rollout_ref.actor.checkpoint.load_contents": ["model", "optimizer", "extra"],
-        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": True,
         "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": max_tok,
         # rollouts
-        "actor_rollout_ref.rollout.name": "vllm",
         "actor_rollout_ref.rollout.n": g,
         "actor_rollout_ref.rollout.temperature": float(s.temperature),
         "actor_rollout_ref.rollout.top_p": float(s.top_p),
-        "actor_rollout_ref.rollout.top_k": -1,
         "actor_rollout_ref.rollout.tensor_model_parallel_size": int(v.rollout_tensor_parallel),
         "actor_rollout_ref.rollout.gpu_memory_utilization": float(v.gpu_memory_utilization),
         # the context vLLM serves: unset, verl takes the model's (131,072 tokens for Llama-3.2-3B and
         # R1-Distill) and vLLM must hold a KV cache that long beside the actor
         "actor_rollout_ref.rollout.max_model_len": int(s.max_prompt_length) + int(s.max_response_length),
-        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True,
         "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": max_tok,
-        # a seed for every rollout request (vicurl.engines.verl.rollout_seeds), through an agent loop of ours
+        # files of this package: the agent loop that seeds every rollout request, the zero reward
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(rollout_seeds.AGENT_LOOPS),
-        "actor_rollout_ref.rollout.agent.default_agent_loop": rollout_seeds.AGENT_LOOP,
-        # rewards: the hook grades every rollout itself; verl's reward loop only places zeros
         "reward.custom_reward_function.path": str(Path(__file__).with_name("reward_fn.py")),
-        "reward.custom_reward_function.name": "zero_score",
         # the loop
-        "trainer.use_v1": False,
         "trainer.total_epochs": epochs,
         "trainer.total_training_steps": total,
         "trainer.n_gpus_per_node": int(v.n_gpus_per_node),
         "trainer.nnodes": int(v.nnodes),
         "trainer.save_freq": save_freq(s),
         "trainer.max_actor_ckpt_to_keep": int(s.keep_checkpoints),
-        "trainer.resume_mode": "auto",
         "trainer.default_local_dir": str(export.checkpoint_dir(work)),
-        "trainer.test_freq": -1,
-        "trainer.val_before_train": False,
-        "trainer.logger": ["console", "file"],
-        "trainer.project_name": "vicurl",
         "trainer.experiment_name": f"{setting_of(s.reward, s.curriculum)}-seed{s.seed}",
     }
     lines = [f"{k}={_q(val)}" for k, val in out.items()]
@@ -159,14 +134,13 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
 
 
 def compose(override_list: list[str]):
-    """verl's ``ppo_trainer`` config with the overrides (Hydra's compose API, the package's config dir)."""
-    import verl
+    """``CONFIG`` (verl's ``ppo_trainer`` with the constant part) with one run's overrides, through
+    Hydra's compose API; verl's config folder is on its search path (``hydra.searchpath`` there)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        return hydra_compose(config_name="ppo_trainer", overrides=override_list)
+    with initialize_config_dir(config_dir=str(CONFIG.parent), version_base=None):
+        return hydra_compose(config_name=CONFIG.stem, overrides=override_list)
 
 
 def run(settings: TrainSettings | dict[str, Any], model_path: str, train_set: str, work_dir: str, checkpoints: str,

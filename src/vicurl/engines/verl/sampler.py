@@ -55,8 +55,6 @@ class CurriculumSampler(Sampler[int]):
         if len(self.index_of) != len(self.ids):
             raise ValueError("training set ids are not unique")
         self.batch_size, self.seed = int(batch_size), int(seed)
-        if len(self.ids) < self.batch_size:
-            raise ValueError(f"training set has {len(self.ids)} rows, fewer than train.batch_size={self.batch_size}")
         self.step_of = step_of
         self.drawn: dict[int, list[str]] = {}  # step -> the ids proposed (the hook checks the batch against it)
 
