@@ -134,25 +134,23 @@ def owned_steps(w):
 
 
 def step_sample_files(w):
-    """Per evaluated step of a run, the samples files its grading job reads, as `eval.generate_per`
-    cuts them: the checkpoint's file, its files per benchmark, or the run's file holding every step
-    it owns. A continued run's checkpoints up to its source's last step are the source run's: their
-    samples are read from there, never regenerated."""
+    """Per evaluated step of a run, the samples file its grading job reads, as `eval.generate_per`
+    cuts them (`vicurl.evaluation.jobs`): the checkpoint's file, or the run's file holding every
+    step it owns. A continued run's checkpoints up to its source's last step are the source run's:
+    their samples are read from there, never regenerated."""
     out = []
     for step in runs_lib.evaluated_steps(config, w.study):
         owner = runs_lib.checkpoint_owner(config, run_of(w), step)  # a Base pseudo-run owns its own
         if GENERATE_PER == "run":
-            out.append([f"{R}/eval/{owner.path}/samples.parquet"])
-        elif GENERATE_PER == "checkpoint":
-            out.append([f"{eval_dir(owner, step)}/samples.parquet"])
+            out.append(f"{R}/eval/{owner.path}/samples.parquet")
         else:
-            out.append([f"{eval_dir(owner, step)}/{b}.samples.parquet" for b in checkpoint_benchmarks(w)])
+            out.append(f"{eval_dir(owner, step)}/samples.parquet")
     return out
 
 
 def eval_samples(w):
     """Every samples file a run's grading job reads, once each (``step_sample_files``)."""
-    return list(dict.fromkeys(path for paths in step_sample_files(w) for path in paths))
+    return list(dict.fromkeys(step_sample_files(w)))
 
 
 def score_files(evaluations):

@@ -1,41 +1,13 @@
 # Evaluation: generate -> grade. `eval.generate_per` cuts generation into jobs: one per checkpoint
-# that loads the model once for all its benchmarks (rule generate_checkpoint, the default), one
-# per benchmark (rule generate), or one per run for every checkpoint it owns (rule generate_run:
-# the imports paid once a run, for CPU runs of small models). The same samples every way. Grading
-# is one CPU job per run for all its evaluated checkpoints, its own rule so that a grader change
-# regrades without regenerating; it also writes the pass@k scores (cheap). Per run rather than per
-# checkpoint: half as many jobs for Snakemake to plan.
+# that loads the model once for all its benchmarks (rule generate_checkpoint, the default), or one
+# per run for every checkpoint it owns (rule generate_run: the imports paid once a run, for CPU
+# runs of small models). The same samples both ways. Grading is one CPU job per run for all its
+# evaluated checkpoints, its own rule so that a grader change regrades without regenerating; it
+# also writes the pass@k scores (cheap). Per run rather than per checkpoint: half as many jobs
+# for Snakemake to plan.
 
 
-rule generate:
-    input:
-        model=eval_model_input,
-        problems=lambda w: [dataset_path(w.bench)],
-    output:
-        f"{EVAL_DIR}/{{bench}}.samples.parquet",
-    params:
-        benchmarks=lambda w: [w.bench],
-        model_dir=eval_model_dir,
-        eval=lambda w: runs_lib.eval_settings(config, w.study),  # `eval` with the study's `eval` over it
-        prompt_order=config["prompt"]["order"],
-        chat_template=lambda w: runs_lib.chat_template(config, w.model),
-        device=DEVICE,
-        on_bad_row=lambda w: on_bad_row([w.bench]),  # a prompt too long for the model: dropped and counted, or refused
-    threads: config["threads"]
-    resources:
-        gpu=1 if VLLM_EVAL else 0,
-    log:
-        f"{R}/logs/eval/{RUN}/step{{step}}/{{bench}}.generate.log",
-    benchmark:
-        f"{R}/timings/eval/{RUN}/step{{step}}/{{bench}}.generate.tsv"
-    conda:
-        "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
-    script:
-        "../workflow_scripts/generate.py"
-
-
-# `eval.generate_per: checkpoint`: the same job for all the checkpoint's benchmarks at once
-use rule generate as generate_checkpoint with:
+rule generate_checkpoint:
     input:
         model=eval_model_input,
         problems=lambda w: [dataset_path(b) for b in checkpoint_benchmarks(w)],
@@ -43,15 +15,27 @@ use rule generate as generate_checkpoint with:
         f"{EVAL_DIR}/samples.parquet",
     params:
         benchmarks=checkpoint_benchmarks,  # a changed list regenerates the checkpoint
-        on_bad_row=lambda w: on_bad_row(checkpoint_benchmarks(w)),
+        model_dir=eval_model_dir,
+        eval=lambda w: runs_lib.eval_settings(config, w.study),  # `eval` with the study's `eval` over it
+        prompt_order=config["prompt"]["order"],
+        chat_template=lambda w: runs_lib.chat_template(config, w.model),
+        device=DEVICE,
+        on_bad_row=lambda w: on_bad_row(checkpoint_benchmarks(w)),  # a prompt too long for the model: dropped and counted, or refused
+    threads: config["threads"]
+    resources:
+        gpu=1 if VLLM_EVAL else 0,
     log:
         f"{R}/logs/eval/{RUN}/step{{step}}/generate.log",
     benchmark:
         f"{R}/timings/eval/{RUN}/step{{step}}/generate.tsv"
+    conda:
+        "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
+    script:
+        "../workflow_scripts/generate.py"
 
 
 # `eval.generate_per: run`: the same job for every checkpoint the run owns, one file with a `step` column
-use rule generate as generate_run with:
+use rule generate_checkpoint as generate_run with:
     input:
         model=eval_model_input,
         problems=lambda w: [dataset_path(b) for b in checkpoint_benchmarks(w)],

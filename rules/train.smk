@@ -43,7 +43,7 @@ rule train:
 rule prompt_stats:
     """k samples of the initial policy per training prompt, graded: pass rate and difficulty
     (AdaRFT), semantic entropy (SENT). Only runs whose curriculum needs them depend on it.
-    Sampled by the evaluation's generator (`eval.engine`): vLLM on one GPU, like rule generate."""
+    Sampled by the evaluation's generator (`eval.engine`): vLLM on one GPU, like rule generate_checkpoint."""
     input:
         model=lambda w: base_model_input(w.model),
         problems=lambda w: dataset_path(w.dataset),

@@ -40,7 +40,7 @@ def test_records_shape_and_determinism(tiny_model_dir, tmp_path):
 
 
 def test_one_load_for_several_benchmarks_gives_each_benchmarks_own_samples(tiny_model_dir, tmp_path):
-    """eval.generate_per: checkpoint: a checkpoint's job samples each benchmark as the per-benchmark job does."""
+    """eval.generate_per: checkpoint: a checkpoint's job samples each benchmark as generating it alone does."""
     other = to_frame([make_row(id=f"r{i}", source="t", question=f"What is {i} * 2?", answer=str(2 * i)) for i in range(2)])
     kw = dict(sampling=SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=7), batch_size=4)
     sets = generate_sets(tiny_model_dir, {"a": problems(), "b": other}, **kw)
@@ -167,3 +167,26 @@ def test_dropped_problems_are_counted_not_scored(tmp_path):
     (rec,) = scores
     # q0 1 of 2 right, q2 2 of 2: pass@1 0.75 over the 2 problems generated; q1 is counted, not scored
     assert rec["n_problems"] == 2 and rec["n_long_prompts_dropped"] == 1 and rec["pass@1"] == pytest.approx(0.75)
+
+
+def test_generate_and_grade_jobs_from_a_python_session(tiny_model_dir, tmp_path):
+    """The rules' entry points (`vicurl.evaluation.jobs`) run without Snakemake: a run's file holds
+    each checkpoint's samples as a checkpoint's file does, and grading reads either layout alike."""
+    from vicurl.data import schema
+    from vicurl.evaluation import jobs
+
+    schema.write(problems(), tmp_path / "p.parquet")
+    ev = dict(engine="transformers", vllm={}, n_samples=2, temperature=1.0, top_p=1.0, max_new_tokens=6, batch_size=4)
+    kw = dict(eval=ev, run_seed=1)
+    jobs.generate(tiny_model_dir, {"p": tmp_path / "p.parquet"}, tmp_path / "ck.parquet", step=5, **kw)
+    jobs.generate({5: tiny_model_dir}, {"p": tmp_path / "p.parquet"}, tmp_path / "run.parquet", **kw)
+    assert jobs.sampling_seed(1, 5) == 1_000_008  # the run's seed and the step: reruns reproduce the samples
+    pd.testing.assert_frame_equal(read_records(tmp_path / "ck.parquet", benchmark="p"),
+                                  read_records(tmp_path / "run.parquet", benchmark="p", step=5))
+    scores = [jobs.grade([tmp_path / f], [5], {"p": tmp_path / "p.parquet"}, ks=[1], identity={"run": "r"},
+                         layout=layout, graded=tmp_path / f"{layout}.graded.parquet",
+                         scores=tmp_path / f"{layout}.scores.json")
+              for f, layout in (("ck.parquet", "checkpoint"), ("run.parquet", "run"))]
+    assert scores[0] == scores[1] and scores[0][0]["step"] == 5 and scores[0][0]["n_problems"] == 3
+    with pytest.raises(ValueError, match="eval.generate_per: 'benchmark'"):
+        list(jobs.checkpoints([tmp_path / "ck.parquet"], [5], ["p"], "benchmark"))

@@ -4,21 +4,15 @@ plans only its own jobs; a grader version bump regrades without regenerating."""
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-PAPER = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+from harness import DEMO_CONFIG, PAPER_CONFIG, REPO, SMOKE_CONFIG, job_counts, link_demo_config, snakemake
+
+PAPER = yaml.safe_load(PAPER_CONFIG.read_text())
 PROFILE = yaml.safe_load((REPO / "slurm-a100" / "config.yaml").read_text())
-
-
-def job_counts(text: str) -> dict[str, int]:
-    block = text.split("Job stats:", 1)[1].split("Reasons:", 1)[0] if "Job stats:" in text else ""
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", block, re.M) if m.group(1) != "total"}
 
 
 def jobs_with_wildcards(text: str) -> list[tuple[str, dict]]:
@@ -66,21 +60,19 @@ def generated_steps(cfg, s):
     return out
 
 
-def expected_jobs(cfg, per_checkpoint=True) -> dict[str, int]:
-    """Jobs per rule: one generation job per checkpoint (`eval.generate_per: checkpoint`, the default)
-    or per (checkpoint, benchmark); one grading job per run either way."""
+def expected_jobs(cfg) -> dict[str, int]:
+    """Jobs per rule: one generation job per checkpoint (`eval.generate_per: checkpoint`, the default);
+    one grading job per run."""
     S = cfg["studies"]
     base = {(m, seed, b) for st in S.values() for m in st["models"] for seed in st["seeds"] for b in st["benchmarks"]}
-    evals = sum(sum(generated_steps(cfg, s)) * len(st["benchmarks"]) for s, st in S.items()) + len(base)
     p = cfg["probes"]
     probed = [(s, m, r, c, seed) for s, st in S.items() if s in p["studies"] for m in st["models"] if m in p["models"]
               for r, c in settings(st) if r in p["rewards"] and c in p["curricula"] for seed in st["seeds"] if seed in p["seeds"]]
     curve = [s for s, st in S.items() if {"none", "vicurl"} & {c for _, c in settings(st)}]
     # per run, its evaluated steps; plus the Base model once per (model, seed)
     checkpoints = sum(sum(generated_steps(cfg, s)) for s in S) + len({(m, seed) for m, seed, _ in base})
-    generation = {"generate_checkpoint": checkpoints} if per_checkpoint else {"generate": evals}
     return {
-        **generation,
+        "generate_checkpoint": checkpoints,
         "prepare_dataset": len(cfg["datasets"]),
         "prompt_stats": len({(m, st["train_set"]) for st in S.values() for m in st["models"]
                              if {"sent", "adarft"} & {c for _, c in settings(st)}}),
@@ -102,7 +94,6 @@ def test_the_paper_formulas_give_the_readme_numbers():
     e = expected_jobs(PAPER)  # docs/paper.md
     assert e["train"] == 295 and e["generate_checkpoint"] == 2005 and e["grade"] == 315 and e["probe"] == 26
     assert sum(e.values()) == 2720
-    assert expected_jobs(PAPER, per_checkpoint=False)["generate"] == 11350
 
 
 # ---------------------------------------------------------------- the profile
@@ -116,7 +107,7 @@ def test_profile_shape():
     r = p["set-resources"]
     # the train rule's sizes come from the config alone (one place); the profile names the cluster's
     assert set(r["train"]) == {"slurm_partition", "gpu_model"}
-    assert r["generate_checkpoint"]["gpu"] == 1 and r["generate"]["gpu"] == 1 and r["probe"]["gpu"] == 1
+    assert r["generate_checkpoint"]["gpu"] == 1 and "generate" not in r and r["probe"]["gpu"] == 1
     assert all("tasks" not in v for v in r.values())  # single-process GPU jobs
     from types import SimpleNamespace
 
@@ -147,14 +138,11 @@ def test_train_jobs_get_the_configs_resources_through_the_profile_without_conda(
     CPUs, memory and runtime are the config's `verl` section (the runtime per 313 steps trained), the
     partition the profile's."""
     pytest.importorskip("snakemake_executor_plugin_slurm")
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
+    link_demo_config(tmp_path)
     target = f"results/paper/runs/{study}/{model}/{setting}/seed0/metrics.jsonl"
     env = {**os.environ, "PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
                                                  if not (Path(p) / "conda").exists())}
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "--profile", "slurm-a100", "-n", target]
-    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+    out = snakemake(tmp_path, "--profile", "slurm-a100", "-n", target, cwd=REPO, timeout=600, env=env)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     (res,) = planned_resources(out.stdout, "train", study)  # (a continued run's plan has its source run's job too)
     v = PAPER["verl"]
@@ -167,30 +155,12 @@ def test_train_jobs_get_the_configs_resources_through_the_profile_without_conda(
 def test_profile_plans_the_full_study(tmp_path):
     """`snakemake --profile slurm-a100 -n all` (the slurm executor plugin installed; no cluster needed)."""
     pytest.importorskip("snakemake_executor_plugin_slurm")
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
+    link_demo_config(tmp_path)
     # the repo's profile, found by name from the repo root; no conda needed
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "--profile", "slurm-a100", "-n", "all", "--quiet", "rules"]
-    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    out = snakemake(tmp_path, "--profile", "slurm-a100", "-n", "all", "--quiet", "rules", cwd=REPO, timeout=1200)
     assert "Using profile slurm-a100" in out.stdout + out.stderr
     assert out.returncode == 0, out.stderr[-3000:]
     assert job_counts(out.stdout) == expected_jobs(PAPER)
-
-
-@pytest.mark.slow
-def test_per_benchmark_generation_plans_one_job_per_benchmark(tmp_path):
-    """The paper config with `eval.generate_per: benchmark`: one generation job per (checkpoint,
-    benchmark), the same gradings."""
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
-    (tmp_path / "per_benchmark.yaml").write_text("eval: {generate_per: benchmark}\n")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "--configfile", str(REPO / "config" / "paper.yaml"), str(tmp_path / "per_benchmark.yaml"),
-           "-n", "all", "--quiet", "rules"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert job_counts(out.stdout) == expected_jobs(PAPER, per_checkpoint=False)
 
 
 # ---------------------------------------------------------------- study targets
@@ -216,13 +186,10 @@ def borrowed_rows(cfg, study):
 @pytest.mark.parametrize("study", list(PAPER["studies"]))
 def test_each_study_target_plans_only_its_own_jobs(tmp_path, study):
     """The paper config with one seed per study (the counts scale with the seeds; a smaller plan)."""
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
+    link_demo_config(tmp_path)
     one_seed = tmp_path / "one_seed.yaml"
     one_seed.write_text(yaml.safe_dump({"studies": {s: {"seeds": [0]} for s in PAPER["studies"]}, "probes": {"seeds": [0]}}))
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n",
-           f"study_{study}", "--configfile", str(REPO / "config" / "paper.yaml"), str(one_seed)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    out = snakemake(tmp_path, "-n", f"study_{study}", configs=[PAPER_CONFIG, one_seed], timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     st = {**PAPER["studies"][study], "seeds": [0]}
     borrowed = borrowed_rows(PAPER, study)
@@ -249,21 +216,16 @@ def test_each_study_target_plans_only_its_own_jobs(tmp_path, study):
 
 @pytest.mark.slow
 def test_grader_version_bump_regrades_without_regenerating(tmp_path):
-    smoke = REPO / "tests" / "data" / "smoke.yaml"
+    smoke = [DEMO_CONFIG, SMOKE_CONFIG]
     target = "results/smoke/eval/base/tiny/base/seed0/scores.json"
 
-    def run(*args, configs=()):
-        cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-               "--configfile", str(REPO / "config" / "demo.yaml"), str(smoke), *map(str, configs), *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-
-    built = run("--cores", "1", target)
+    built = snakemake(tmp_path, "--cores", "1", target, configs=smoke)
     assert built.returncode == 0, built.stderr[-3000:]
-    again = run("-n", target)
+    again = snakemake(tmp_path, "-n", target, configs=smoke)
     assert "Nothing to be done" in again.stdout + again.stderr
     bump = tmp_path / "grader_v2.yaml"
     bump.write_text("grading: {version: 2}\n")
-    plan = run("-n", target, configs=[bump])
+    plan = snakemake(tmp_path, "-n", target, configs=[*smoke, bump])
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert job_counts(plan.stdout) == {"grade": 1}, plan.stdout[-3000:]  # no generate job
     assert "Params have changed" in plan.stdout
@@ -281,12 +243,9 @@ def test_a_training_job_asks_slurm_for_its_gpus_on_one_node(tmp_path):
 
     from vicurl.runs import runs
 
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")
+    link_demo_config(tmp_path)
     target = f"results/paper/runs/{runs(PAPER)[0].path}/metrics.jsonl"
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "--profile", "slurm-a100", "-n", target]
-    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    out = snakemake(tmp_path, "--profile", "slurm-a100", "-n", target, cwd=REPO, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     block = re.search(r"^rule train:\n((?:    .*\n)+)", out.stdout, re.M).group(1)
     line = re.search(r"^    resources: (.*)$", block, re.M).group(1)

@@ -1,7 +1,6 @@
 """The Snakemake workflow: config validation, lint, and a small end-to-end run of the DAG."""
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -11,13 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def snakemake(workdir: Path, *args: str, configs=()) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(REPO / "config" / "demo.yaml"), *map(str, configs), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+from harness import DEMO_CONFIG, PAPER_CONFIG, REPO, SMOKE_CONFIG, job_counts, snakemake, snakemake_cmd
 
 
 def write_config(tmp_path: Path, text: str) -> Path:
@@ -27,7 +20,7 @@ def write_config(tmp_path: Path, text: str) -> Path:
 
 
 def test_demo_config_plans(tmp_path):
-    out = snakemake(tmp_path, "-n", "--quiet", "rules")
+    out = snakemake(tmp_path, "-n", "--quiet", "rules", configs=[DEMO_CONFIG])
     assert out.returncode == 0, out.stderr
     for rule in ("synthetic_data", "build_tiny_model", "train", "generate_run", "grade", "aggregate", "table",
                  "learning_curves", "schedule_figure", "findings"):
@@ -55,7 +48,7 @@ def test_demo_config_plans(tmp_path):
     ],
 )
 def test_config_typo_fails_with_the_key_named(tmp_path, override, named):
-    out = snakemake(tmp_path, "-n", configs=[write_config(tmp_path, override)])
+    out = snakemake(tmp_path, "-n", configs=[DEMO_CONFIG, write_config(tmp_path, override)])
     assert out.returncode != 0
     assert named in out.stderr + out.stdout
     assert len((out.stderr + out.stdout).splitlines()) < 15  # the error, not the schema
@@ -65,12 +58,6 @@ def test_lint_is_clean(tmp_path):
     out = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Lints for" not in out.stdout + out.stderr
-
-
-def job_counts(text: str) -> dict[str, int]:
-    """The "Job stats" table of a dry run: rule -> number of jobs."""
-    block = text.split("Job stats:", 1)[1].split("Reasons:", 1)[0] if "Job stats:" in text else ""
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", block, re.M) if m.group(1) != "total"}
 
 
 def paper_scores(path: Path, table: str) -> None:
@@ -92,10 +79,8 @@ def test_paper_table_from_premade_scores_and_report(tmp_path):
     per cell): the table, its comparison with the paper (the Average column recomputed per seed agrees
     with the paper's to rounding), and the HTML report. --allowed-rules keeps the rest of the DAG out."""
     paper_scores(tmp_path / "results" / "paper" / "report" / "tables" / "main_results_part1.scores.csv", "main_results_part1")
-    args = ["--configfile", str(REPO / "config" / "paper.yaml"),
-            "--allowed-rules", "table", "table_vs_paper", "table_main_results_part1"]
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), *args]
-    out = subprocess.run([*cmd, "--cores", "1", "table_main_results_part1"], capture_output=True, text=True, timeout=300)
+    allowed = ["--allowed-rules", "table", "table_vs_paper", "table_main_results_part1"]
+    out = snakemake(tmp_path, *allowed, "--cores", "1", "table_main_results_part1", configs=[PAPER_CONFIG], timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     tables = tmp_path / "results" / "paper" / "report" / "tables"
     tex = (tables / "main_results_part1.tex").read_text()
@@ -103,16 +88,14 @@ def test_paper_table_from_premade_scores_and_report(tmp_path):
     diff = pd.read_csv(tables / "main_results_part1.vs_paper.csv")
     assert len(diff) == 2 * 11 * 7 and diff["diff"].abs().max() < 0.051
     assert "$\\Delta$" in (tables / "main_results_part1.vs_paper.tex").read_text()
-    rep = subprocess.run([*cmd, "--report", str(tmp_path / "report.html"), "table_main_results_part1"],
-                         capture_output=True, text=True, timeout=300)
+    rep = snakemake(tmp_path, *allowed, "--report", str(tmp_path / "report.html"), "table_main_results_part1",
+                    configs=[PAPER_CONFIG], timeout=300)
     assert rep.returncode == 0, rep.stderr[-3000:]
     assert "main_results_part1.vs_paper.csv" in (tmp_path / "report.html").read_text()
 
 
 def test_paper_config_plans_every_paper_table(tmp_path):
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n",
-           "table_mechanism", "table_long_output", "--configfile", str(REPO / "config" / "paper.yaml")]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    out = snakemake(tmp_path, "-n", "table_mechanism", "table_long_output", configs=[PAPER_CONFIG], timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     jobs = job_counts(out.stdout)
     assert jobs["table"] == 2 and jobs["table_vs_paper"] == 2
@@ -124,7 +107,7 @@ def test_paper_config_plans_every_paper_table(tmp_path):
 
 @pytest.mark.slow
 def test_small_dag_end_to_end(tmp_path):
-    smoke = [REPO / "tests" / "data" / "smoke.yaml"]
+    smoke = [DEMO_CONFIG, SMOKE_CONFIG]
     out = snakemake(tmp_path, "--cores", "2", "all", configs=smoke)
     assert out.returncode == 0, out.stderr[-5000:]
     res = tmp_path / "results" / "smoke"
@@ -213,25 +196,23 @@ def test_small_dag_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("generate_per", ["benchmark", "checkpoint", "run"])
+@pytest.mark.parametrize("generate_per", ["checkpoint", "run"])
 def test_killed_generation_leaves_no_output_a_rerun_would_trust(tmp_path, generate_per):
     import os
     import signal
     import time
 
-    smoke = REPO / "tests" / "data" / "smoke.yaml"
+    smoke = SMOKE_CONFIG
     # long enough to be killed mid-way
     big = write_config(tmp_path, f"eval: {{n_samples: 3000, batch_size: 256, generate_per: {generate_per}}}\n")
     run = "results/smoke/eval/base/tiny/base/seed0"
     step = f"{run}/step0"
-    target, rule = {"benchmark": (f"{step}/arith_easy.samples.parquet", "generate"),
-                    "checkpoint": (f"{step}/samples.parquet", "generate_checkpoint"),
+    target, rule = {"checkpoint": (f"{step}/samples.parquet", "generate_checkpoint"),
                     "run": (f"{run}/samples.parquet", "generate_run")}[generate_per]
     built = snakemake(tmp_path, "--cores", "1", "results/smoke/models/tiny/base", "results/smoke/data/arith_easy.parquet",
-                      "results/smoke/data/arith_hard.parquet", configs=[smoke, big])
+                      "results/smoke/data/arith_hard.parquet", configs=[DEMO_CONFIG, smoke, big])
     assert built.returncode == 0, built.stderr[-3000:]
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--cores", "1",
-           target, "--configfile", str(REPO / "config" / "demo.yaml"), str(smoke), str(big)]
+    cmd = snakemake_cmd(tmp_path, "--cores", "1", target, configs=[DEMO_CONFIG, smoke, big])
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     log = tmp_path / target.replace("results/smoke/eval", "results/smoke/logs/eval").replace("samples.parquet", "generate.log")
     deadline = time.time() + 120
@@ -243,30 +224,29 @@ def test_killed_generation_leaves_no_output_a_rerun_would_trust(tmp_path, genera
     proc.wait()
     assert not (tmp_path / target).exists()  # nothing half-written under the output's name
     assert not list((tmp_path / step).glob("*.parquet")) and not list((tmp_path / run).glob("*.parquet"))
-    again = snakemake(tmp_path, "-n", target, configs=[smoke, big])
+    again = snakemake(tmp_path, "-n", target, configs=[DEMO_CONFIG, smoke, big])
     assert f"rule {rule}:" in again.stdout and "Nothing to be done" not in again.stdout
 
 
 @pytest.mark.slow
-def test_generation_cut_per_checkpoint_benchmark_or_run_grades_the_same_samples(tmp_path):
+def test_generation_cut_per_checkpoint_or_run_grades_the_same_samples(tmp_path):
     """eval.generate_per switches how generation jobs are cut, not what they sample: the Base
     model's graded samples and scores are equal every way; switching plans no training job."""
-    smoke = REPO / "tests" / "data" / "smoke.yaml"
+    smoke = SMOKE_CONFIG
     run = tmp_path / "results/smoke/eval/base/tiny/base/seed0"  # the Base "run": its one checkpoint, step 0
     step = run / "step0"
     target = str(run.relative_to(tmp_path) / "scores.json")
     out = {}
-    for per, jobs in (("checkpoint", None), ("benchmark", {"generate": 2}), ("run", {"generate_run": 1})):
+    for per, jobs in (("checkpoint", None), ("run", {"generate_run": 1})):
         mode = write_config(tmp_path, f"eval: {{generate_per: {per}}}\n")
         if jobs is not None:  # the switch regenerates and regrades, nothing else
-            plan = snakemake(tmp_path, "-n", target, configs=[smoke, mode])
+            plan = snakemake(tmp_path, "-n", target, configs=[DEMO_CONFIG, smoke, mode])
             assert job_counts(plan.stdout) == {**jobs, "grade": 1}, plan.stdout[-3000:]
-        done = snakemake(tmp_path, "--cores", "2", target, configs=[smoke, mode])
+        done = snakemake(tmp_path, "--cores", "2", target, configs=[DEMO_CONFIG, smoke, mode])
         assert done.returncode == 0, done.stderr[-3000:]
         out[per] = (pd.read_parquet(run / "graded.parquet"), json.loads((run / "scores.json").read_text()))
-    assert (step / "samples.parquet").exists() and (step / "arith_easy.samples.parquet").exists()
+    assert (step / "samples.parquet").exists()
     assert pd.read_parquet(run / "samples.parquet")["step"].unique().tolist() == [0]
-    for per in ("benchmark", "run"):
-        pd.testing.assert_frame_equal(out["checkpoint"][0], out[per][0])
-        assert out["checkpoint"][1] == out[per][1]
+    pd.testing.assert_frame_equal(out["checkpoint"][0], out["run"][0])
+    assert out["checkpoint"][1] == out["run"][1]
     assert [r["benchmark"] for r in out["checkpoint"][1]] == ["arith_easy", "arith_hard"]

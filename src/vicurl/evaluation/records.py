@@ -7,9 +7,9 @@ n_tokens    int   response tokens up to and including the first EOS (max_new_tok
 truncated   bool  no EOS within ``max_new_tokens``
 
 Both generation paths (transformers on CPU, vLLM on GPUs) write these columns. How the files are
-cut follows `eval.generate_per`: a benchmark's file holds these columns only; a checkpoint's file
-every benchmark's records, with a ``benchmark`` column in front; a run's file every checkpoint the
-run owns, with a ``step`` column in front of that. A file's metadata (``read_meta``) says what
+cut follows `eval.generate_per` (`vicurl.evaluation.jobs`): a checkpoint's file holds every
+benchmark's records, with a ``benchmark`` column in front; a run's file every checkpoint the run
+owns, with a ``step`` column in front of that. A file's metadata (``read_meta``) says what
 generation left out: ``long_prompts``, per benchmark, the report of `vicurl.long_prompts.fit_sets`
 (problems whose prompt the model's context could not hold with the response budget, dropped and
 counted; grading scores the others and records the count); a run's file keeps one such entry per
