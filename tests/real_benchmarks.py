@@ -1,6 +1,6 @@
 """Problems tables from the real benchmark files, through the project's own dataset preparation.
 
-For the grader checks (tests/test_real_benchmarks.py, measurements/grading.py): each file is
+For the grader checks (tests/unit/test_real_benchmarks.py, measurements/grading.py): each file is
 prepared exactly as the workflow's ``prepare_dataset`` rule would (``vicurl.data.prepare``), so
 the graders see the gold answers, answer types and options the evaluation will see. The
 multiple-choice sets and WebInstruct have no real copy here; their schema fixtures

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # A private one-node SLURM cluster on this machine, for the tests of the SLURM profile
-# (tests/test_slurm.py): Debian's slurm-wlm (22.05), run as root.
+# (tests/cluster/test_slurm.py): Debian's slurm-wlm (22.05), run as root.
 #
-#   tests/slurm/cluster.sh up   [DIR]   install (if missing), configure and start; wait until the node is idle
-#   tests/slurm/cluster.sh down [DIR]   cancel its jobs, stop the daemons it started (and only those)
-#   tests/slurm/cluster.sh status [DIR] exit 0 when its daemons run and the node is up
-#   tests/slurm/cluster.sh env  [DIR]   the shell lines that point SLURM's commands at it
+#   tests/cluster/cluster.sh up   [DIR]   install (if missing), configure and start; wait until the node is idle
+#   tests/cluster/cluster.sh down [DIR]   cancel its jobs, stop the daemons it started (and only those)
+#   tests/cluster/cluster.sh status [DIR] exit 0 when its daemons run and the node is up
+#   tests/cluster/cluster.sh env  [DIR]   the shell lines that point SLURM's commands at it
 #
 # DIR (default $VICURL_SLURM_DIR, else /tmp/vicurl-slurm) holds everything: etc/slurm.conf and
 # gres.conf, a munge key and socket of its own, state, spool, logs, the daemons' PIDs, fake GPU
 # device files, and bin/ with wrappers of the client commands that set SLURM_CONF. Nothing is
 # written to /etc/slurm or /run/munge, and the ports are not SLURM's defaults (VICURL_SLURM_PORT,
 # default 16817, and the next one), so a real SLURM on the machine is left alone.
-# `eval "$(tests/slurm/cluster.sh env)"` then `sbatch`, `squeue`, `snakemake --profile ...` use it.
+# `eval "$(tests/cluster/cluster.sh env)"` then `sbatch`, `squeue`, `snakemake --profile ...` use it.
 #
 # The node claims more than the machine has (SlurmdParameters=config_overrides): 128 CPUs, 2 TB,
 # 8 A100 GPUs (gres files that are links to /dev/null), so the profile's requests (a train job:
@@ -69,7 +69,7 @@ configure() {
     chmod 600 "$DIR/munge/munge.key"
     : >"$DIR/etc/plugstack.conf"
     cat >"$CONF.tmp" <<EOF
-# written by tests/slurm/cluster.sh: a private one-node test cluster
+# written by tests/cluster/cluster.sh: a private one-node test cluster
 ClusterName=vicurltest
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=$PORT

@@ -1,8 +1,8 @@
 """The SLURM profile on a real SLURM.
 
-tests/slurm/cluster.sh starts a private one-node cluster (Debian's slurm-wlm, as root); the smoke
+tests/cluster/cluster.sh starts a private one-node cluster (Debian's slurm-wlm, as root); the smoke
 config's jobs go through snakemake-executor-plugin-slurm with slurm-a100/config.yaml exactly as a
-user copies it, and tests/slurm/profile layered on top (the test cluster's status command, no
+user copies it, and tests/cluster/profile layered on top (the test cluster's status command, no
 account). Checked in `scontrol show job`: the resources each job asked for, its state, and the
 retries: a training job cancelled with `scancel` or failed by a signal comes back as a second
 attempt with the profile's doubled runtime and resumes from its `_work/` checkpoint.
@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,11 +22,15 @@ import pandas as pd
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
-SMOKE = REPO / "tests" / "data" / "smoke.yaml"
-PER_CHECKPOINT = REPO / "tests" / "slurm" / "per_checkpoint.yaml"  # GPU clusters: a generation job per checkpoint
+from harness import DEMO_CONFIG, REPO, SMOKE_CONFIG, snakemake_cmd
+
+HERE = Path(__file__).resolve().parent
+CLUSTER = HERE / "cluster.sh"
+PER_CHECKPOINT = HERE / "per_checkpoint.yaml"  # GPU clusters: a generation job per checkpoint
 PROFILE = yaml.safe_load((REPO / "slurm-a100" / "config.yaml").read_text())
+# the user's command (`--profile slurm-a100`) with the test profile over it, and the smoke config
+PROFILES = ("--profile", "slurm-a100", "--profile", str(HERE / "profile"))
+CONFIGS = [DEMO_CONFIG, SMOKE_CONFIG, PER_CHECKPOINT]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -41,7 +44,7 @@ def slurm_env(tmp_path_factory):
     state = tmp_path_factory.mktemp("slurm")
     up = subprocess.run(["bash", str(CLUSTER), "up", str(state)], capture_output=True, text=True, timeout=900)
     if up.returncode != 0:
-        pytest.skip(f"a SLURM test cluster could not start here (tests/slurm/cluster.sh up): {up.stderr[-2000:]}")
+        pytest.skip(f"a SLURM test cluster could not start here (tests/cluster/cluster.sh up): {up.stderr[-2000:]}")
     lines = subprocess.run(["bash", str(CLUSTER), "env", str(state)], capture_output=True, text=True, check=True).stdout
     env = dict(os.environ)
     for name, value in re.findall(r"^export (\w+)=(.*)$", lines, re.M):
@@ -51,13 +54,6 @@ def slurm_env(tmp_path_factory):
         yield env
     finally:
         subprocess.run(["bash", str(CLUSTER), "down", str(state)], capture_output=True, text=True, timeout=120)
-
-
-def snakemake_cmd(workdir: Path, *args: str, configs=()) -> list[str]:
-    """The user's command (`--profile slurm-a100`) with the test profile over it and the smoke config."""
-    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), *args,
-            "--profile", "slurm-a100", "--profile", str(REPO / "tests" / "slurm" / "profile"),
-            "--configfile", str(REPO / "config" / "demo.yaml"), str(SMOKE), str(PER_CHECKPOINT), *map(str, configs)]
 
 
 def slurm_jobs(env) -> list[dict[str, str]]:
@@ -97,8 +93,8 @@ def test_jobs_run_with_the_profiles_resources(slurm_env, tmp_path):
     """A smoke run's training, evaluation and grading: every job through sbatch with the partition,
     GPUs, CPUs, memory and time limit of the profile."""
     target = "results/smoke/eval/main/tiny/oracle-vicurl/seed0/scores.json"
-    out = subprocess.run(snakemake_cmd(tmp_path, target), cwd=REPO, capture_output=True, text=True, env=slurm_env,
-                         timeout=900)
+    out = subprocess.run(snakemake_cmd(tmp_path, target, *PROFILES, configs=CONFIGS), cwd=REPO, capture_output=True,
+                         text=True, env=slurm_env, timeout=900)
     assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
     assert (tmp_path / target).exists()
     jobs = slurm_jobs(slurm_env)
@@ -146,7 +142,8 @@ def interrupt_training(slurm_env, tmp_path, action, configs) -> tuple[subprocess
     and its folder."""
     run = tmp_path / "results/smoke/runs/main/tiny/oracle-vicurl/seed0"
     known = {j["JobId"] for j in slurm_jobs(slurm_env)}  # the cluster's jobs from earlier tests
-    proc = subprocess.Popen(snakemake_cmd(tmp_path, str((run / "metrics.jsonl").relative_to(tmp_path)), configs=configs),
+    proc = subprocess.Popen(snakemake_cmd(tmp_path, str((run / "metrics.jsonl").relative_to(tmp_path)), *PROFILES,
+                                          configs=[*CONFIGS, *configs]),
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=slurm_env)
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None:

@@ -46,9 +46,9 @@ from vicurl.engines.verl.trainer import OVERRIDES, VICuRLTrainer
 from vicurl.sampling import Rollouts
 from vicurl.settings import TrainSettings
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
-B, G, R = 4, 4, 10
+from harness import DEMO, ENGINE_RUN, REPO, settings_for
+
+B, G, R = ENGINE_RUN["batch_size"], ENGINE_RUN["group_size"], ENGINE_RUN["max_response_length"]
 
 # every prompt of the batch gets G responses: right, wrong, unboxed, repeated answers
 RESPONSES = [
@@ -70,15 +70,6 @@ def prompt_stats(n=8):
     return pd.DataFrame({"id": [f"p{i}" for i in range(n)],
                          "difficulty": [float((37 * i) % 100) for i in range(n)],
                          "semantic_entropy": [float((5 * i) % 7) / 3 for i in range(n)]})
-
-
-def settings_for(reward, curriculum, **kw):
-    s = dict(total_steps=4, batch_size=B, group_size=G, max_response_length=R, micro_batch_size=16, seed=3,
-             reward=reward, reward_params=dict(DEMO["rewards"].get(reward) or {}),
-             curriculum=curriculum, curriculum_params=dict(DEMO["curricula"].get(curriculum) or {}),
-             export_steps=[4])
-    s.update(kw)
-    return s
 
 
 def fixed_rollouts(tokenizer, prompts, responses=RESPONSES):
@@ -418,8 +409,8 @@ def test_overridden_methods_exist_in_the_installed_verl():
 def paper_config():
     from snakemake.utils import validate
 
-    cfg = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    validate(cfg, str(ROOT / "config" / "schema.yaml"), set_default=True)
+    cfg = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    validate(cfg, str(REPO / "config" / "schema.yaml"), set_default=True)
     return cfg
 
 

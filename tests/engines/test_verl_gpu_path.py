@@ -29,50 +29,24 @@ from vicurl.prompts import build_prompts
 from vicurl.engines.verl.trainer import CURRICULUM_STATE, VICuRLTrainer
 from vicurl.settings import TrainSettings
 
-CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|start|>{{ m['role'] }}\n{{ m['content'] }}<|end|>"
-                 "{% endfor %}{% if add_generation_prompt %}<|start|>assistant\n{% endif %}")
-CHARS = list("0123456789+-*=. ()<>/\\{}abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'\n,$:?|_")
-
-
-def make_chat_model(path: Path, seed: int = 0) -> Path:
-    """A 2-layer Llama and a character tokenizer with BOS ``<s>`` (prepended by the tokenizer's
-    post-processor, as Llama's is) and a chat template that renders the BOS itself."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    vocab = {"<pad>": 0, "<eos>": 1, "<s>": 2, "<|start|>": 3, "<|end|>": 4}
-    for c in CHARS:
-        vocab.setdefault(c, len(vocab))
-    tk = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
-    tk.decoder = decoders.Fuse()
-    tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 2)])
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>", bos_token="<s>",
-                                  additional_special_tokens=["<|start|>", "<|end|>"])
-    tok.chat_template = CHAT_TEMPLATE
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
-                      tie_word_embeddings=False, pad_token_id=0, eos_token_id=1, bos_token_id=2)
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+from harness import CHARS, CHAT_MODEL, LAUNCHER_RUN, REPO, settings_for, tiny_llama
 
 
 @pytest.fixture(scope="module")
 def chat_model_dir(tmp_path_factory):
-    return make_chat_model(tmp_path_factory.mktemp("chat_model") / "model")
+    """A 2-layer Llama and a character tokenizer with BOS ``<s>`` (prepended by the tokenizer's
+    post-processor, as Llama's is) and a chat template that renders the BOS itself."""
+    return tiny_llama(tmp_path_factory.mktemp("chat_model") / "model", **CHAT_MODEL)
 
 
-def settings_for(**kw):
-    return {"total_steps": 6, "batch_size": 2, "group_size": 2, "save_every": 2, "export_steps": [3, 6],
-            "reward": "majority_vote", "curriculum": "vicurl", "seed": 0, "chat_template": True,
-            "max_prompt_length": 400, "max_response_length": 32, **kw}
+def launch_settings(**kw):
+    """The launcher's run: majority vote, VI-CuRL (no parameters given: the settings' defaults)."""
+    return settings_for("majority_vote", "vicurl", run=LAUNCHER_RUN, params_from=None, **kw)
 
 
 def launcher_config(model_dir, work, settings=None, verl=None):
     """verl's composed ``ppo_trainer`` config with the launcher's overrides for this model."""
-    ov = launch.overrides(settings or settings_for(), model_path=str(model_dir), train_files=str(work / "t.parquet"),
+    ov = launch.overrides(settings or launch_settings(), model_path=str(model_dir), train_files=str(work / "t.parquet"),
                           work_dir=str(work), settings_path=str(work / "s.json"), train_set=str(work / "ts.parquet"),
                           vocab_size=100, n_train=8, verl={"n_gpus_per_node": 1, **(verl or {})})
     return launch.compose(ov)
@@ -268,7 +242,7 @@ def test_a_rerun_after_the_last_save_publishes_without_training(chat_model_dir, 
     train_set = tmp_path / "train.parquet"
     schema.write(train_df(4), train_set)
     monkeypatch.setattr(launch, "train", lambda *a, **k: pytest.fail("a finished run must not train again"))
-    s = settings_for(total_steps=3, export_steps=[3])
+    s = launch_settings(total_steps=3, export_steps=[3])
     out = launch.run(s, str(chat_model_dir), str(train_set), str(work), str(tmp_path / "ck"), str(tmp_path / "m.jsonl"))
     assert (tmp_path / "ck" / "step3" / "model.safetensors").exists()
     assert [json.loads(x)["step"] for x in (tmp_path / "m.jsonl").read_text().splitlines()] == [1, 2, 3]
@@ -344,7 +318,7 @@ def test_the_launcher_trains_on_the_kept_rows_only(chat_model_dir, tmp_path):
     schema.write(train_df(6, long_every=3), train_set)
     work = tmp_path / "_work"
     work.mkdir()
-    report = launch.prepare(settings_for(max_prompt_length=220), str(chat_model_dir), str(train_set), work)
+    report = launch.prepare(launch_settings(max_prompt_length=220), str(chat_model_dir), str(train_set), work)
     verl_rows = pd.read_parquet(work / "verl_train.parquet")
     hook_rows = schema.read(work / "train_set.parquet")
     assert [e["id"] for e in verl_rows["extra_info"]] == list(hook_rows["id"]) == ["p1", "p2", "p4", "p5"]
@@ -438,7 +412,7 @@ def test_the_launcher_forks_before_training_and_only_once(chat_model_dir, saved_
         raise KeyboardInterrupt
 
     monkeypatch.setattr(launch, "train", train)
-    s = settings_for(total_steps=6, export_steps=[6], curriculum_steps=3)
+    s = launch_settings(total_steps=6, export_steps=[6], curriculum_steps=3)
     for _ in range(2):
         with pytest.raises(KeyboardInterrupt):
             launch.run(s, str(chat_model_dir), str(train_set), str(work), str(tmp_path / "ck"), str(tmp_path / "m.jsonl"),
@@ -509,9 +483,8 @@ def test_the_gpu_smoke_config_composes_with_verls_config():
     from vicurl import runs as runs_lib
     from vicurl.engines.verl.hook import check_settings
 
-    root = Path(__file__).resolve().parents[1]
-    cfg = yaml.safe_load((root / "config" / "gpu_smoke.yaml").read_text())
-    validate(cfg, str(root / "config" / "schema.yaml"), set_default=True)
+    cfg = yaml.safe_load((REPO / "config" / "gpu_smoke.yaml").read_text())
+    validate(cfg, str(REPO / "config" / "schema.yaml"), set_default=True)
     (run,) = runs_lib.runs(cfg)
     settings = runs_lib.train_settings(cfg, run)
     check_settings(settings)
@@ -534,7 +507,7 @@ def deepseek_distill_tokenizer():
     specials = ["<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜begin▁of▁sentence｜>", "<|EOT|>",
                 "<think>", "</think>"]
     vocab = {t: i for i, t in enumerate(specials)}
-    for c in CHARS:
+    for c in CHARS + CHAT_MODEL["extra_chars"]:
         vocab.setdefault(c, len(vocab))
     tk = Tokenizer(models.WordLevel(vocab, unk_token=None))
     tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")

@@ -69,11 +69,10 @@ def test_average_std_is_the_mean_of_the_benchmark_stds_by_default():
 def test_the_paper_prints_the_mean_of_the_benchmark_stds_as_the_average_std():
     """Every Average "mean +- std" of the paper against the mean of its row's printed benchmark
     stds: within the rounding of the printed numbers (0.1 point) in 100 of the 103 rows."""
-    from pathlib import Path
-
+    from harness import REPO
     from vicurl.report.paper import load_paper_numbers
 
-    df = load_paper_numbers(Path(__file__).resolve().parents[1] / "config" / "paper_numbers.csv")
+    df = load_paper_numbers(REPO / "config" / "paper_numbers.csv")
     df = df.assign(variant=df["variant"].fillna("").astype(str))
     row = ["table", "model", "reward", "curriculum", "variant", "metric"]
     cells = df[df["benchmark"] != "all"].groupby(row, sort=False)

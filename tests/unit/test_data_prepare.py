@@ -14,7 +14,7 @@ from vicurl.data.load import LoadError
 from vicurl.data.prepare import DataError, prepare, prepare_dataset
 from vicurl.data.sources import ConfigError, resolve
 
-FIXTURES = Path(__file__).resolve().parent / "data" / "fixtures"
+from harness import FIXTURES
 
 
 def run(name, cfg):

@@ -131,11 +131,9 @@ def test_variance_ratio_values(tmp_path, monkeypatch):
 def test_variance_figures_script(tmp_path):
     """workflow_scripts/variance_figures.py through a one-rule Snakefile, as a rule would call it."""
     import json
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1]
+    from harness import REPO, snakemake
+
     rows = pd.concat([probes(), probes().assign(curriculum="none")]).to_dict("records")
     names = []
     for i, row in enumerate(rows):  # one JSON file per probe, as rule probe writes them
@@ -148,10 +146,9 @@ rule variance_figures:
     output: ratio_png="ratio.png", ratio_pdf="ratio.pdf", absolute_png="abs.png", absolute_pdf="abs.pdf"
     params: study="probe", reward="oracle", curriculum="vicurl", models=["r1", "qwen"], titles={{"qwen": "Qwen"}}
     log: "variance.log"
-    script: "{repo}/workflow_scripts/variance_figures.py"
+    script: "{REPO}/workflow_scripts/variance_figures.py"
 """)
-    out = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-d", str(tmp_path), "-s",
-                          str(tmp_path / "Snakefile")], capture_output=True, text=True, timeout=300)
+    out = snakemake(tmp_path, "--cores", "1", snakefile=tmp_path / "Snakefile", timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     for name in ("ratio.png", "abs.png"):
         assert (tmp_path / name).read_bytes()[:8] == PNG

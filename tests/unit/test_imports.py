@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = ROOT / "workflow_scripts"
+from harness import REPO
+
+SCRIPTS = REPO / "workflow_scripts"
 HEAVY = ("torch", "transformers", "verl", "ray", "vllm", "matplotlib")
 # the heavy libraries each script may import at its top; the others are imported where used
 ALLOWED = {
@@ -35,7 +36,7 @@ def imported(modules: list[str]) -> set[str]:
             f"for m in {modules!r}: importlib.import_module(m)\n"
             f"print(json.dumps(sorted(h for h in {HEAVY!r} if h in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+                         env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert out.returncode == 0, out.stderr[-2000:]
     return set(json.loads(out.stdout))
 

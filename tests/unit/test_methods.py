@@ -18,7 +18,8 @@ from vicurl.engines import step as engine_step
 from vicurl.report import labels
 from vicurl.rewards import GroupReward, check_params, group_rewards
 
-REPO = Path(__file__).resolve().parents[1]
+from harness import REPO
+
 SCHEMA = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())["properties"]
 
 

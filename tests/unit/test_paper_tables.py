@@ -20,7 +20,8 @@ import yaml
 from vicurl.report import layouts, paper, tableconfig, texparse
 from vicurl.report.latex import render, standalone_document
 
-REPO = Path(__file__).resolve().parents[1]
+from harness import REPO
+
 FIXTURE = REPO / "tests" / "data" / "paper_tables.tex"
 NUMBERS = REPO / "config" / "paper_numbers.csv"
 

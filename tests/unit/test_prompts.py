@@ -90,16 +90,14 @@ def test_a_tokenizer_with_a_chat_template_gets_a_single_turn_conversation_by_def
 
 
 def test_every_paper_model_uses_its_chat_template_unless_told_otherwise():
-    from pathlib import Path
-
     import yaml
 
+    from harness import DEMO_CONFIG, PAPER_CONFIG
     from vicurl import runs
 
-    repo = Path(__file__).resolve().parents[1]
-    paper = yaml.safe_load((repo / "config" / "paper.yaml").read_text())
+    paper = yaml.safe_load(PAPER_CONFIG.read_text())
     assert {m: runs.chat_template(paper, m) for m in paper["models"]} == {m: "auto" for m in paper["models"]}
-    demo = yaml.safe_load((repo / "config" / "demo.yaml").read_text())
+    demo = yaml.safe_load(DEMO_CONFIG.read_text())
     assert runs.chat_template(demo, "tiny") is False  # the built tiny model: raw text
 
 

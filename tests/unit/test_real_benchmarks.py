@@ -3,17 +3,11 @@ and wrong against another problem's gold. The files go through the project's own
 preparation, so the graders see what evaluation will see. measurements/grading.py prints the
 per-file rates and the speed."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
+import real_benchmarks as rb  # tests/real_benchmarks.py
 from vicurl.grading import equiv
 from vicurl.grading.graders import grade_batch
-
-_spec = importlib.util.spec_from_file_location("real_benchmarks", Path(__file__).with_name("real_benchmarks.py"))
-rb = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rb)
 
 
 pytestmark = pytest.mark.usefixtures("small_pool")  # conftest.py

@@ -243,13 +243,13 @@ def test_first_of_each_group_keeps_the_trained_rows():
 
 
 def test_config_check_refuses_n_votes_below_the_group_size():
-    from pathlib import Path
-
     import yaml
+
+    from harness import DEMO_CONFIG
 
     from vicurl import checks
 
-    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "demo.yaml").read_text())
+    config = yaml.safe_load(DEMO_CONFIG.read_text())
     checks.check(config)
     config["rewards"]["majority_vote"] = {"n_votes": 4}  # the demo's G is 8
     with pytest.raises(ValueError, match="n_votes=4"):

@@ -5,14 +5,14 @@ import dataclasses
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from vicurl.settings import TrainSettings, VerlSettings
 
-REPO = Path(__file__).resolve().parents[1]
+from harness import REPO
+
 SCHEMA = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
 
 

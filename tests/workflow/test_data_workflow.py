@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,14 +11,7 @@ import yaml
 
 from vicurl.data import schema
 
-REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO / "tests" / "data" / "fixtures"
-
-
-def snakemake(workdir: Path, *args: str, configs=()) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", *map(str, configs), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+from harness import FIXTURES, PAPER_CONFIG, link_demo_config, snakemake
 
 
 def config_with(datasets: dict, scenario: str = "bench") -> dict:
@@ -66,7 +57,7 @@ def test_every_benchmark_file_through_the_rule(tmp_path, benchmarks_dir):
     covered = {Path(p).name for cfg, _, _ in sets.values() for p in [cfg["local_path"]] if str(benchmarks_dir) in p}
     assert covered == {p.name for p in benchmarks_dir.iterdir() if p.suffix in (".json", ".jsonl")}
     cfg = write_yaml(tmp_path / "bench.yaml", config_with({k: v[0] for k, v in sets.items()}))
-    out = snakemake(tmp_path, "--cores", "2", "data", configs=[cfg])
+    out = snakemake(tmp_path, "--cores", "2", "data", configs=[cfg], timeout=600)
     assert out.returncode == 0, out.stderr[-5000:]
     data = tmp_path / "results" / "bench" / "data"
     for name, (_, rows_in, rows_out) in sets.items():
@@ -77,17 +68,16 @@ def test_every_benchmark_file_through_the_rule(tmp_path, benchmarks_dir):
     theorem = json.loads((data / "theoremqa.manifest.json").read_text())
     assert theorem["dropped"] == {"needs_image": 53}
     assert json.loads((data / "webinstruct_general.manifest.json").read_text())["dropped"]["category:Mathematics"] == 4
-    again = snakemake(tmp_path, "-n", "data", configs=[cfg])
+    again = snakemake(tmp_path, "-n", "data", configs=[cfg], timeout=600)
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
 def test_paper_config_plans_one_preparation_job_per_set(tmp_path):
     """A given `--configfile` is the whole config: the Snakefile loads config/demo.yaml only when none is
     given, so the demo's synthetic sets do not come along (and do without one)."""
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "demo.yaml").symlink_to(REPO / "config" / "demo.yaml")  # as seen from the repo root
-    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
-    out = snakemake(tmp_path, "-n", "data", configs=[REPO / "config" / "paper.yaml"])
+    link_demo_config(tmp_path)  # as seen from the repo root
+    paper = yaml.safe_load(PAPER_CONFIG.read_text())
+    out = snakemake(tmp_path, "-n", "data", configs=[PAPER_CONFIG], timeout=600)
     assert out.returncode == 0, out.stderr[-5000:]
     text = out.stdout + out.stderr
     planned = re.findall(r"rule prepare_dataset:.*?wildcards: dataset=(\S+)", text, flags=re.S)
@@ -96,8 +86,7 @@ def test_paper_config_plans_one_preparation_job_per_set(tmp_path):
     assert set(paper["datasets"]) == {"deepscaler", "webinstruct_general", "math500", "aime24", "aime25", "amc23",
                                       "minerva_math", "olympiadbench", "mmlu_pro", "gpqa_diamond", "theoremqa",
                                       "webinstruct_val"}
-    demo = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-                           "-n", "data"], capture_output=True, text=True, timeout=300)
+    demo = snakemake(tmp_path, "-n", "data", timeout=300)
     assert demo.returncode == 0 and "synthetic_data" in demo.stdout and "prepare_dataset" not in demo.stdout
 
 
@@ -109,6 +98,6 @@ def test_paper_config_plans_one_preparation_job_per_set(tmp_path):
 ])
 def test_dataset_config_errors_name_the_key(tmp_path, entry, named):
     cfg = write_yaml(tmp_path / "c.yaml", config_with({"math500": entry}))
-    out = snakemake(tmp_path, "-n", "data", configs=[cfg])
+    out = snakemake(tmp_path, "-n", "data", configs=[cfg], timeout=600)
     assert out.returncode != 0
     assert named in out.stdout + out.stderr

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-ENVS = sorted((ROOT / "envs").glob("*.yaml"))
+from harness import REPO
+
+ENVS = sorted((REPO / "envs").glob("*.yaml"))
 # the GPU stack each env adds on top of the project's dependencies
 PINS = {"cpu": {"torch==2.13.0", "verl==0.9.1"},
         "verl": {"verl[vllm]==0.9.1", "torch==2.11.0", "vllm==0.24.0"},
@@ -35,7 +36,7 @@ def pip_entries(env: Path) -> list[str]:
 
 
 def project_dependencies() -> list[str]:
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     return [d for d in deps if not d.startswith(("torch", "verl"))]
 
 
@@ -99,12 +100,12 @@ def test_rule_jobs_import_the_project_from_the_checkout(tmp_path):
     third-party packages but not the project: the Snakefile and the script import the copy's src/."""
     py = python_without_the_project(tmp_path)
     repo = tmp_path / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout.split()
     for f in files:
-        if (ROOT / f).is_file() and not f.startswith("results/"):
+        if (REPO / f).is_file() and not f.startswith("results/"):
             (repo / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / f, repo / f)
+            shutil.copy2(REPO / f, repo / f)
     target = "results/demo/data/arith_easy.parquet"  # rule synthetic_data: imports vicurl.data.synthetic
     out = subprocess.run([str(py), "-m", "snakemake", "--cores", "1", target], cwd=repo, capture_output=True,
                          text=True, timeout=600, env={**os.environ, "PYTHONNOUSERSITE": "1"})

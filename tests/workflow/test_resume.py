@@ -9,20 +9,15 @@ import re
 import signal
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from harness import DEMO_CONFIG, REPO, SMOKE_CONFIG, snakemake, snakemake_cmd
+
 RUN = "results/smoke/runs/main/tiny/oracle-vicurl/seed0"
-
-
-def _cmd(workdir: Path, configs, *args: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-            "--configfile", str(REPO / "config" / "demo.yaml"), *map(str, configs), *args]
 
 
 def _metrics(path: Path) -> pd.DataFrame:
@@ -32,20 +27,19 @@ def _metrics(path: Path) -> pd.DataFrame:
 
 @pytest.mark.slow
 def test_killed_training_resumes_from_its_checkpoint_with_identical_metrics(tmp_path):
-    smoke = REPO / "tests" / "data" / "smoke.yaml"
     over = tmp_path / "resume.yaml"
     over.write_text("studies: {main: {train: {total_steps: 16, save_every: 2}}, mechanism: {continues: null}}\n"
                     "protect_outputs: true\n")  # (the mechanism study: its own runs, not main's longer ones)
-    configs = [smoke, over]
+    configs = [DEMO_CONFIG, SMOKE_CONFIG, over]
     target = f"{RUN}/metrics.jsonl"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    built = subprocess.run(_cmd(tmp_path, configs, "--cores", "1", "results/smoke/models/tiny/base",
-                                "results/smoke/data/arith_train.parquet"), capture_output=True, text=True, env=env, timeout=600)
+    built = snakemake(tmp_path, "--cores", "1", "results/smoke/models/tiny/base", "results/smoke/data/arith_train.parquet",
+                      configs=configs, env=env, timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
 
     # 1. start the training job, kill Snakemake and the job (SIGKILL, the whole process group) once a checkpoint exists
     work = tmp_path / RUN / "_work"
-    proc = subprocess.Popen(_cmd(tmp_path, configs, "--cores", "1", target), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(snakemake_cmd(tmp_path, "--cores", "1", target, configs=configs), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True, env=env)
     deadline = time.time() + 300
     while not list(work.glob("ckpt_step*.pt")) and time.time() < deadline:
@@ -57,10 +51,9 @@ def test_killed_training_resumes_from_its_checkpoint_with_identical_metrics(tmp_
     assert 0 < killed_at < 16 and not (tmp_path / target).exists()
 
     # 2. rerun the workflow (after --unlock: Snakemake itself was killed): the job restarts and resumes
-    unlock = subprocess.run(_cmd(tmp_path, configs, "--unlock"), capture_output=True, text=True, env=env, timeout=300)
+    unlock = snakemake(tmp_path, "--unlock", configs=configs, env=env, timeout=300)
     assert unlock.returncode == 0, unlock.stderr[-3000:]
-    again = subprocess.run(_cmd(tmp_path, configs, "--cores", "1", "--rerun-incomplete", target),
-                           capture_output=True, text=True, env=env, timeout=600)
+    again = snakemake(tmp_path, "--cores", "1", "--rerun-incomplete", target, configs=configs, env=env, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     log = (tmp_path / "results/smoke/logs/train/main/tiny/oracle-vicurl/seed0.log").read_text()
     resumed = [int(s) for s in re.findall(r"resumed from \S+ \(step (\d+)\)", log)]
@@ -85,8 +78,8 @@ def test_killed_training_resumes_from_its_checkpoint_with_identical_metrics(tmp_
     assert not os.stat(tmp_path / target).st_mode & stat.S_IWUSR
     assert not os.stat(tmp_path / RUN / "checkpoints").st_mode & stat.S_IWUSR
     if os.geteuid() != 0:
-        forced = subprocess.run(_cmd(tmp_path, configs, "--cores", "1", "--forcerun", "train", "--", target),
-                                capture_output=True, text=True, env=env, timeout=600)
+        forced = snakemake(tmp_path, "--cores", "1", "--forcerun", "train", "--", target, configs=configs, env=env,
+                           timeout=600)
         assert forced.returncode != 0 and "protected" in (forced.stdout + forced.stderr).lower()
         assert (tmp_path / target).exists()
 
@@ -97,7 +90,7 @@ def test_killed_training_resumes_from_its_checkpoint_with_identical_metrics(tmp_
             p.chmod(p.stat().st_mode | stat.S_IWUSR)
     (tmp_path / RUN).chmod(0o755)
     subprocess.run(["rm", "-rf", str(tmp_path / RUN)], check=True)
-    fresh = subprocess.run(_cmd(tmp_path, configs, "--cores", "1", target), capture_output=True, text=True, env=env, timeout=600)
+    fresh = snakemake(tmp_path, "--cores", "1", target, configs=configs, env=env, timeout=600)
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert "resumed from" not in (tmp_path / "results/smoke/logs/train/main/tiny/oracle-vicurl/seed0.log").read_text()
     pd.testing.assert_frame_equal(_metrics(tmp_path / target), resumed_metrics)
@@ -107,16 +100,14 @@ def test_killed_training_resumes_from_its_checkpoint_with_identical_metrics(tmp_
 def test_a_forced_retrain_trains_again_and_the_log_keeps_every_job(tmp_path):
     """`--forcerun train` after a finished run trains it again from step 0 (a code change is picked
     up), with the same numbers; the run's log keeps the earlier job's lines, marked."""
-    smoke = REPO / "tests" / "data" / "smoke.yaml"
-    configs = [smoke]
+    configs = [DEMO_CONFIG, SMOKE_CONFIG]
     target = f"{RUN}/metrics.jsonl"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    first = subprocess.run(_cmd(tmp_path, configs, "--cores", "1", target), capture_output=True, text=True, env=env,
-                           timeout=600)
+    first = snakemake(tmp_path, "--cores", "1", target, configs=configs, env=env, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
     before = _metrics(tmp_path / target)
-    forced = subprocess.run(_cmd(tmp_path, configs, "--cores", "1", "--forcerun", "train", "--", target),
-                            capture_output=True, text=True, env=env, timeout=600)
+    forced = snakemake(tmp_path, "--cores", "1", "--forcerun", "train", "--", target, configs=configs, env=env,
+                       timeout=600)
     assert forced.returncode == 0, forced.stderr[-3000:]
     log = (tmp_path / "results/smoke/logs/train/main/tiny/oracle-vicurl/seed0.log").read_text()
     earlier, _, now = log.partition("a new job of this run starts")
