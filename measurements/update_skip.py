@@ -4,7 +4,7 @@ For each retention beta (constant schedule), one batch of rollouts is drawn from
 same update is timed twice from the same starting state: the plain masked implementation (every
 sequence forwarded and back-propagated, dropped ones with weight 0) and the project's default
 (dropped sequences skipped, same normalizer: the same parameters, see
-tests/test_local_engine.py::test_skipping_dropped_prompts_is_exact).
+tests/engines/test_local_engine.py::test_skipping_dropped_prompts_is_exact).
 
     .venv/bin/python measurements/update_skip.py                       # the demo's model and training set
     .venv/bin/python measurements/update_skip.py --betas 0.2 0.5 1.0 --repeats 5 --batch-size 32
