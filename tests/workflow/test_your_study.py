@@ -3,14 +3,11 @@ target `study_your_study` plans the example study's training runs of its Hub mod
 training set, their evaluations and its table, and nothing of the paper's own studies (a dry run)."""
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-PAPER = REPO / "config" / "paper.yaml"
+from harness import PAPER_CONFIG, REPO, snakemake
+
 EXAMPLE = REPO / "config" / "examples" / "your_study.yaml"
 
 
@@ -25,7 +22,7 @@ def planned_jobs(text: str) -> list[tuple[str, dict, str]]:
 
 def test_your_study_plans_its_own_runs_and_nothing_of_the_papers(tmp_path):
     ex = yaml.safe_load(EXAMPLE.read_text())
-    paper = yaml.safe_load(PAPER.read_text())
+    paper = yaml.safe_load(PAPER_CONFIG.read_text())
     (name, study), = ex["studies"].items()
     (model,) = study["models"]
     assert model not in paper["models"] and "hub_id" in ex["models"][model]  # a new model from the Hub
@@ -35,9 +32,7 @@ def test_your_study_plans_its_own_runs_and_nothing_of_the_papers(tmp_path):
     local.parent.mkdir(parents=True)
     local.write_text('{"problem": "What is 2 + 3?", "answer": "5"}\n{"problem": "What is 7 * 6?", "answer": 42}\n')
 
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "-n", f"study_{name}", "--configfile", str(PAPER), str(EXAMPLE)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    out = snakemake(tmp_path, "-n", f"study_{name}", configs=[PAPER_CONFIG, EXAMPLE], timeout=300)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     jobs = planned_jobs(out.stdout)
 
