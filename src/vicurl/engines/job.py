@@ -1,0 +1,58 @@
+"""The training job as a function of paths and settings (rule `train` calls it; so can a Python
+session): one GRPO run on the configured engine, its exports, settings and provenance. The run's
+work folder must be prepared first (`vicurl.engines.workdir.prepare`: resume or start afresh)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from vicurl.data import schema
+from vicurl.engines import workdir
+from vicurl.io import write_json
+from vicurl.prompts import rendered_example
+from vicurl.provenance import provenance
+
+
+def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set: str | Path, work_dir: str | Path,
+          checkpoints: str | Path, metrics: str | Path, settings_out: str | Path, provenance_out: str | Path,
+          run: Mapping[str, Any], config: Mapping[str, Any], repo: str | Path, verl: Mapping[str, Any] | None = None,
+          prompt_stats: str | None = None, start_from: Mapping[str, Any] | None = None) -> None:
+    """Train ``settings`` (`vicurl.runs.train_settings`) from ``model_dir`` on ``train_set`` with
+    ``engine`` (``local``: one CPU process; ``verl``: verl 0.9.1 on GPUs, ``verl`` its section),
+    exporting the checkpoints and metrics; ``start_from``: a continued run's source work folder and
+    step; ``run``: the run's identity for the provenance, ``config`` the resolved config."""
+    settings = dict(settings)
+    data: dict[str, Any] = {}
+    if engine == "verl":
+        from vicurl.engines.verl.launch import run as run_verl
+
+        data = run_verl(settings, model_dir, train_set, work_dir, checkpoints, metrics, verl=verl,
+                        prompt_stats=prompt_stats, start_from=start_from)
+    else:
+        import pandas as pd
+
+        from vicurl.engines.local import LocalTrainer
+        from vicurl.settings import TrainSettings
+
+        cfg = TrainSettings.from_dict(settings)
+        stats = pd.read_parquet(prompt_stats) if prompt_stats else None
+        # prompts over train.max_prompt_length tokens dropped (counted in _work/long_prompts.json) or refused, as on verl
+        trainer = LocalTrainer(cfg, model_dir, schema.read(train_set), work_dir, prompt_stats=stats,
+                               source=str(train_set))
+        data = {"long_prompts": trainer.long_prompts}
+        if start_from:
+            trainer.fork(start_from["work_dir"], start_from["step"])
+        trainer.run()
+        trainer.publish({s: Path(checkpoints) / f"step{s}" for s in cfg.export_steps}, metrics)
+    write_json(settings_out, settings)
+    rows = schema.read(train_set)
+    too_long = set(data.get("long_prompts", {}).get("dropped_ids", []))  # the example is a prompt the run trained on
+    prompt = rendered_example(model_dir, rows[~rows["id"].astype(str).isin(too_long)],
+                              settings.get("prompt_order", "question_first"), settings.get("chat_template", "auto"))
+    if start_from:
+        run = {**run, "continues": start_from["run"], "from_step": start_from["step"]}
+    # the resolved config, package versions and git commit of this run (written last, atomically)
+    write_json(provenance_out, provenance(run=run, settings=settings, config=config, repo=repo, engine=engine,
+                                          data=data, prompt=prompt))
+    workdir.mark_published(work_dir)
