@@ -7,7 +7,7 @@ VLLM_PY   := $(VLLM_VENV)/bin/python
 CORES ?= all
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-vllm demo mini rehearse rulegraph test test-main test-gpu-path clean-demo
+.PHONY: setup setup-vllm demo mini rehearse rulegraph lint test test-main test-gpu-path clean-demo
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -48,6 +48,16 @@ rulegraph: setup
 	$(VENV)/bin/snakemake --rulegraph > docs/figures/rulegraph.dot
 	dot -Tsvg docs/figures/rulegraph.dot -o docs/figures/rulegraph.svg
 	rm docs/figures/rulegraph.dot
+
+## make lint: ruff (pyflakes, import order: [tool.ruff] in pyproject.toml), snakefmt's format of the Snakefile and
+## rules/ ([tool.snakefmt]) and Snakemake's own lints of the workflow (the demo config). Each runs; any finding fails.
+## Fixes: `.venv/bin/ruff check --fix <files>`, `.venv/bin/snakefmt Snakefile rules`. CI runs it before the tests.
+lint: setup
+	status=0; \
+	$(VENV)/bin/ruff check src tests workflow_scripts measurements || status=1; \
+	$(VENV)/bin/snakefmt --check Snakefile rules || status=1; \
+	$(VENV)/bin/snakemake --lint || status=1; \
+	exit $$status
 
 ## make test: the test suite in .venv and, beside it, the tests of the GPU path's libraries (vLLM, verl's loop)
 ## in .venv-vllm. The two run at once (each prints when it ends): the GPU path's tests wait on Ray, vLLM's

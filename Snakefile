@@ -21,6 +21,8 @@ report: "rules/captions/workflow.rst"
 
 
 include: "rules/common.smk"
+
+
 wildcard_constraints:
     study=_alt(STUDIES + [runs_lib.BASE]),
     model=_alt(config["models"]),

@@ -15,9 +15,9 @@ from pathlib import Path
 if len(sys.argv) > 1:
     sys.path.insert(0, sys.argv[1])
 
-import vllm  # noqa: E402
+import vllm
 
-from vicurl.evaluation.vllm_generate import VLLM_NAMES, missing_vllm_names  # noqa: E402
+from vicurl.evaluation.vllm_generate import VLLM_NAMES, missing_vllm_names
 
 configs = sorted((Path(__file__).resolve().parents[1] / "config").glob("*.yaml"))
 missing = missing_vllm_names(configs)

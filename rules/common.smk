@@ -79,8 +79,13 @@ def train_resources():
 
     # nodes: the GPUs per node on each node; without it the SLURM plugin asks for --gpus in total, which
     # SLURM may spread over nodes while Ray sees only the batch host's
-    return {"nodes": of("nnodes"), "gpu": of("n_gpus_per_node"), "cpus_per_gpu": of("cpus_per_gpu"),
-            "mem_mb": of("mem_mb"), "runtime": runtime}
+    return {
+        "nodes": of("nnodes"),
+        "gpu": of("n_gpus_per_node"),
+        "cpus_per_gpu": of("cpus_per_gpu"),
+        "mem_mb": of("mem_mb"),
+        "runtime": runtime,
+    }
 
 
 def run_dir(w):
@@ -155,8 +160,11 @@ def eval_samples(w):
 
 def score_files(evaluations):
     """The runs' score files holding these (study, model, setting, seed, step, benchmark)."""
-    return list(dict.fromkeys(f"{R}/eval/{runs_lib.Run.of(st, m, se, sd).path}/scores.json"
-                              for st, m, se, sd, *_ in evaluations))
+    return list(
+        dict.fromkeys(
+            f"{R}/eval/{runs_lib.Run.of(st, m, se, sd).path}/scores.json" for st, m, se, sd, *_ in evaluations
+        )
+    )
 
 
 def all_scores(study=None):
@@ -186,8 +194,11 @@ def probe_path(run, step):
 
 
 def all_probes(study=None, setting=None):
-    return [probe_path(run, step) for run, step in runs_lib.probes(config)
-            if (study is None or run.study == study) and (setting is None or run.setting == setting)]
+    return [
+        probe_path(run, step)
+        for run, step in runs_lib.probes(config)
+        if (study is None or run.study == study) and (setting is None or run.setting == setting)
+    ]
 
 
 def probed_models(study, setting):
@@ -251,9 +262,12 @@ def _studies(study):
 def curve_figures(study=None):
     """One learning-curves grid per study and model, where the study trains a curriculum of report.curve_curricula."""
     wanted = set(config["report"]["curve_curricula"])
-    return [f"{R}/report/figures/learning_curves/{s}/{m}.png"
-            for s, st in _studies(study).items() for m in st["models"]
-            if wanted & {c for curs in st["settings"].values() for c in curs}]
+    return [
+        f"{R}/report/figures/learning_curves/{s}/{m}.png"
+        for s, st in _studies(study).items()
+        for m in st["models"]
+        if wanted & {c for curs in st["settings"].values() for c in curs}
+    ]
 
 
 FINDINGS = config.get("findings")  # the findings table's study and model, or None (no table)
@@ -270,16 +284,21 @@ def findings_base():
     """The Base evaluations of the findings study's seeds: its misleading majorities."""
     if not FINDINGS:
         return []
-    return [runs_lib.Run.of(runs_lib.BASE, FINDINGS["model"], runs_lib.BASE, s)
-            for s in config["studies"][FINDINGS["study"]]["seeds"]]
+    return [
+        runs_lib.Run.of(runs_lib.BASE, FINDINGS["model"], runs_lib.BASE, s)
+        for s in config["studies"][FINDINGS["study"]]["seeds"]
+    ]
 
 
 def findings_probes():
     """The probes behind the findings' variance rows: the oracle VI-CuRL runs' of the findings model."""
     if not FINDINGS:
         return []
-    return [f"{R}/probes/{run.path}/step{step}.json" for run, step in runs_lib.probes(config)
-            if run.model == FINDINGS["model"] and run.reward == "oracle" and run.curriculum == "vicurl"]
+    return [
+        f"{R}/probes/{run.path}/step{step}.json"
+        for run, step in runs_lib.probes(config)
+        if run.model == FINDINGS["model"] and run.reward == "oracle" and run.curriculum == "vicurl"
+    ]
 
 
 def paper_config():
@@ -297,8 +316,11 @@ def findings_settings(cfg, study, model):
     from vicurl.settings import TrainSettings
 
     settings = TrainSettings.from_dict(runs_lib.train_settings(cfg, runs_lib.Run(study, model, "oracle", "vicurl", 0)))
-    return {**dataclasses.asdict(settings), "model": cfg["models"][model].get("label", model),
-            "train_set": cfg["studies"][study]["train_set"]}  # with the settings' defaults
+    return {
+        **dataclasses.asdict(settings),
+        "model": cfg["models"][model].get("label", model),
+        "train_set": cfg["studies"][study]["train_set"],
+    }  # with the settings' defaults
 
 
 def curve_runs(study, model):
@@ -309,16 +331,27 @@ def curve_runs(study, model):
 
 def variance_figures(study=None):
     """The variance figures of every probed (study, setting)."""
-    settings = sorted({(run.study, run.setting) for run, _ in runs_lib.probes(config) if study is None or run.study == study})
-    return [f"{R}/report/figures/variance/{s}/{setting}_{kind}.png" for s, setting in settings for kind in ("ratio", "absolute")]
+    settings = sorted(
+        {(run.study, run.setting) for run, _ in runs_lib.probes(config) if study is None or run.study == study}
+    )
+    return [
+        f"{R}/report/figures/variance/{s}/{setting}_{kind}.png"
+        for s, setting in settings
+        for kind in ("ratio", "absolute")
+    ]
 
 
 def schedule_figures(study=None):
     """The beta_t / tau_t schedule of every setting whose curriculum is in report.schedule_curricula."""
     wanted = config["report"]["schedule_curricula"]
-    return [f"{R}/report/figures/schedule/{s}/{m}/{runs_lib.setting_of(r, c)}.png"
-            for s, st in _studies(study).items() for m in st["models"]
-            for r, curs in st["settings"].items() for c in curs if c in wanted]
+    return [
+        f"{R}/report/figures/schedule/{s}/{m}/{runs_lib.setting_of(r, c)}.png"
+        for s, st in _studies(study).items()
+        for m in st["models"]
+        for r, curs in st["settings"].items()
+        for c in curs
+        if c in wanted
+    ]
 
 
 def study_outputs(study):
@@ -327,7 +360,13 @@ def study_outputs(study):
     `study` it is. A table row that reads another study (e.g. the ablation tables' rows from
     `main`) pulls in only the runs that row shows."""
     runs = runs_lib.runs(config, study)
-    return ([f"{R}/runs/{r.path}/metrics.jsonl" for r in runs] + [f"{R}/runs/{r.path}/provenance.json" for r in runs]
-            + all_scores(study) + all_probes(study) + curve_figures(study) + schedule_figures(study)
-            + variance_figures(study)
-            + [p for name, t in TABLES.items() if t["study"] == study for p in table_outputs(name)])
+    return (
+        [f"{R}/runs/{r.path}/metrics.jsonl" for r in runs]
+        + [f"{R}/runs/{r.path}/provenance.json" for r in runs]
+        + all_scores(study)
+        + all_probes(study)
+        + curve_figures(study)
+        + schedule_figures(study)
+        + variance_figures(study)
+        + [p for name, t in TABLES.items() if t["study"] == study for p in table_outputs(name)]
+    )

@@ -1,5 +1,6 @@
 # Dataset preparation: every set is written in the normalized schema (vicurl.data.schema).
 
+
 # prepare_dataset downloads from the Hub (unless `local_path` is set): it runs on the host that
 # runs Snakemake, where cluster compute nodes without internet are no obstacle.
 localrules:
@@ -10,13 +11,13 @@ rule synthetic_data:
     """All splits of the synthetic task at once (they are generated jointly to stay disjoint)."""
     output:
         [dataset_path(s) for s in config.get("synthetic", {}).get("splits", {})],
-    params:
-        splits=config.get("synthetic", {}).get("splits", {}),
-        seed=config.get("synthetic", {}).get("seed", 0),
     log:
         f"{R}/logs/data/synthetic.log",
     conda:
         "../envs/cpu.yaml"
+    params:
+        splits=config.get("synthetic", {}).get("splits", {}),
+        seed=config.get("synthetic", {}).get("seed", 0),
     script:
         "../workflow_scripts/synthetic_data.py"
 
@@ -28,13 +29,13 @@ rule prepare_dataset:
     output:
         data=f"{R}/data/{{dataset}}.parquet",
         manifest=f"{R}/data/{{dataset}}.manifest.json",
-    wildcard_constraints:
-        dataset=_alt(PREPARED),
-    params:
-        cfg=lambda w: config["datasets"][w.dataset],
     log:
         f"{R}/logs/data/{{dataset}}.log",
+    wildcard_constraints:
+        dataset=_alt(PREPARED),
     conda:
         "../envs/cpu.yaml"
+    params:
+        cfg=lambda w: config["datasets"][w.dataset],
     script:
         "../workflow_scripts/prepare_dataset.py"

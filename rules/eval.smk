@@ -13,6 +13,15 @@ rule generate_checkpoint:
         problems=lambda w: [dataset_path(b) for b in checkpoint_benchmarks(w)],
     output:
         f"{EVAL_DIR}/samples.parquet",
+    log:
+        f"{R}/logs/eval/{RUN}/step{{step}}/generate.log",
+    benchmark:
+        f"{R}/timings/eval/{RUN}/step{{step}}/generate.tsv"
+    conda:
+        "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
+    threads: config["threads"]
+    resources:
+        gpu=1 if VLLM_EVAL else 0,
     params:
         benchmarks=checkpoint_benchmarks,  # a changed list regenerates the checkpoint
         model_dir=eval_model_dir,
@@ -21,15 +30,6 @@ rule generate_checkpoint:
         chat_template=lambda w: runs_lib.chat_template(config, w.model),
         device=DEVICE,
         on_bad_row=lambda w: on_bad_row(checkpoint_benchmarks(w)),  # a prompt too long for the model: dropped and counted, or refused
-    threads: config["threads"]
-    resources:
-        gpu=1 if VLLM_EVAL else 0,
-    log:
-        f"{R}/logs/eval/{RUN}/step{{step}}/generate.log",
-    benchmark:
-        f"{R}/timings/eval/{RUN}/step{{step}}/generate.tsv"
-    conda:
-        "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
     script:
         "../workflow_scripts/generate.py"
 
@@ -41,14 +41,14 @@ use rule generate_checkpoint as generate_run with:
         problems=lambda w: [dataset_path(b) for b in checkpoint_benchmarks(w)],
     output:
         f"{RUN_EVAL_DIR}/samples.parquet",
-    params:
-        benchmarks=checkpoint_benchmarks,
-        on_bad_row=lambda w: on_bad_row(checkpoint_benchmarks(w)),
-        model_dir=lambda w: {step: eval_model_dir_at(w, step) for step in owned_steps(w)},
     log:
         f"{R}/logs/eval/{RUN}/generate.log",
     benchmark:
         f"{R}/timings/eval/{RUN}/generate.tsv"
+    params:
+        benchmarks=checkpoint_benchmarks,
+        on_bad_row=lambda w: on_bad_row(checkpoint_benchmarks(w)),
+        model_dir=lambda w: {step: eval_model_dir_at(w, step) for step in owned_steps(w)},
 
 
 rule grade:
@@ -58,6 +58,10 @@ rule grade:
     output:
         graded=f"{RUN_EVAL_DIR}/graded.parquet",
         scores=f"{RUN_EVAL_DIR}/scores.json",
+    log:
+        f"{R}/logs/eval/{RUN}/grade.log",
+    conda:
+        "../envs/cpu.yaml"
     params:
         benchmarks=checkpoint_benchmarks,
         steps=lambda w: runs_lib.evaluated_steps(config, w.study),
@@ -66,9 +70,5 @@ rule grade:
         grader_version=config["grading"]["version"],
         step_files=step_sample_files,  # per step: the files holding its samples
         generate_per=GENERATE_PER,
-    log:
-        f"{R}/logs/eval/{RUN}/grade.log",
-    conda:
-        "../envs/cpu.yaml"
     script:
         "../workflow_scripts/grade.py"

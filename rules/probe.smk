@@ -2,6 +2,7 @@
 # checkpoint, the action and problem variances of real per-rollout gradients, on the prompts
 # the curriculum keeps and on the full batch; then one table of all probes.
 
+
 localrules:
     probes_table,
 
@@ -13,15 +14,6 @@ rule probe:
         train_set=lambda w: dataset_path(config["studies"][w.study]["train_set"]),
     output:
         f"{R}/probes/{RUN}/step{{step}}.json",
-    params:
-        checkpoint_dir=probe_model_dir,
-        base_dir=lambda w: base_model_dir(w.model),
-        settings=lambda w: runs_lib.train_settings(config, run_of(w)),
-        probe=config["probes"],
-        device=DEVICE,
-    threads: config["threads"]
-    resources:
-        gpu=1 if VERL_ENGINE else 0,
     log:
         f"{R}/logs/probes/{RUN}/step{{step}}.log",
     benchmark:
@@ -30,6 +22,15 @@ rule probe:
         # GPU clusters: the training environment (CUDA torch, and the torch, transformers and verl
         # loss code that trained the probed checkpoints); the demo: the CPU one
         "../envs/verl.yaml" if VERL_ENGINE else "../envs/cpu.yaml"
+    threads: config["threads"]
+    resources:
+        gpu=1 if VERL_ENGINE else 0,
+    params:
+        checkpoint_dir=probe_model_dir,
+        base_dir=lambda w: base_model_dir(w.model),
+        settings=lambda w: runs_lib.train_settings(config, run_of(w)),
+        probe=config["probes"],
+        device=DEVICE,
     script:
         "../workflow_scripts/probe.py"
 

@@ -2,6 +2,7 @@
 # figures. These rules only read results: a change to a table's definition or style reruns
 # only that table's rules (its definition is a `params` value).
 
+
 localrules:
     aggregate,
     study_scores,
@@ -20,13 +21,13 @@ rule aggregate:
     output:
         per_seed=f"{R}/report/scores.csv",
         across_seeds=f"{R}/report/scores_across_seeds.csv",
-    params:
-        keep=None,  # every record of every evaluated checkpoint
-        metrics=[f"pass@{k}" for k in config["eval"]["ks"]],
     log:
         f"{R}/logs/report/aggregate.log",
     conda:
         "../envs/cpu.yaml"
+    params:
+        keep=None,  # every record of every evaluated checkpoint
+        metrics=[f"pass@{k}" for k in config["eval"]["ks"]],
     script:
         "../workflow_scripts/aggregate.py"
 
@@ -37,13 +38,13 @@ rule study_scores:
         lambda w: all_scores(w.study),
     output:
         f"{R}/report/scores/{{study}}.csv",
-    params:
-        # a Base checkpoint also holds the benchmarks of the model's other studies
-        keep=lambda w: list(runs_lib.evaluations(config, w.study)),
     log:
         f"{R}/logs/report/scores_{{study}}.log",
     conda:
         "../envs/cpu.yaml"
+    params:
+        # a Base checkpoint also holds the benchmarks of the model's other studies
+        keep=lambda w: list(runs_lib.evaluations(config, w.study)),
     script:
         "../workflow_scripts/collect_scores.py"
 
@@ -54,14 +55,14 @@ rule table_scores:
         lambda w: table_score_inputs(w.table),
     output:
         f"{R}/report/tables/{{table}}.scores.csv",
-    wildcard_constraints:
-        table=_alt(TABLES),
-    params:
-        keep=lambda w: runs_lib.table_evaluations(config, TABLES[w.table]),
     log:
         f"{R}/logs/report/table_{{table}}.scores.log",
+    wildcard_constraints:
+        table=_alt(TABLES),
     conda:
         "../envs/cpu.yaml"
+    params:
+        keep=lambda w: runs_lib.table_evaluations(config, TABLES[w.table]),
     script:
         "../workflow_scripts/collect_scores.py"
 
@@ -70,18 +71,26 @@ rule table:
     input:
         f"{R}/report/tables/{{table}}.scores.csv",
     output:
-        tex=report(f"{R}/report/tables/{{table}}.tex", caption=f"{CAPTIONS}/table.rst",
-                   category="Tables", labels={"table": "{table}", "file": "LaTeX"}),
-        cells=report(f"{R}/report/tables/{{table}}.cells.csv", caption=f"{CAPTIONS}/table_cells.rst",
-                     category="Tables", labels={"table": "{table}", "file": "cells (CSV)"}),
-    wildcard_constraints:
-        table=_alt(TABLES),
-    params:
-        table=lambda w: TABLES[w.table],
+        tex=report(
+            f"{R}/report/tables/{{table}}.tex",
+            caption=f"{CAPTIONS}/table.rst",
+            category="Tables",
+            labels={"table": "{table}", "file": "LaTeX"},
+        ),
+        cells=report(
+            f"{R}/report/tables/{{table}}.cells.csv",
+            caption=f"{CAPTIONS}/table_cells.rst",
+            category="Tables",
+            labels={"table": "{table}", "file": "cells (CSV)"},
+        ),
     log:
         f"{R}/logs/report/table_{{table}}.log",
+    wildcard_constraints:
+        table=_alt(TABLES),
     conda:
         "../envs/cpu.yaml"
+    params:
+        table=lambda w: TABLES[w.table],
     script:
         "../workflow_scripts/table.py"
 
@@ -91,18 +100,26 @@ rule table_vs_paper:
         scores=f"{R}/report/tables/{{table}}.scores.csv",
         paper=PAPER_NUMBERS,
     output:
-        tex=report(f"{R}/report/tables/{{table}}.vs_paper.tex", caption=f"{CAPTIONS}/table_vs_paper.rst",
-                   category="Paper vs reproduction", labels={"table": "{table}", "file": "LaTeX"}),
-        csv=report(f"{R}/report/tables/{{table}}.vs_paper.csv", caption=f"{CAPTIONS}/table_vs_paper.rst",
-                   category="Paper vs reproduction", labels={"table": "{table}", "file": "CSV"}),
-    wildcard_constraints:
-        table=_alt(PAPER_TABLES),
-    params:
-        table=lambda w: TABLES[w.table],
+        tex=report(
+            f"{R}/report/tables/{{table}}.vs_paper.tex",
+            caption=f"{CAPTIONS}/table_vs_paper.rst",
+            category="Paper vs reproduction",
+            labels={"table": "{table}", "file": "LaTeX"},
+        ),
+        csv=report(
+            f"{R}/report/tables/{{table}}.vs_paper.csv",
+            caption=f"{CAPTIONS}/table_vs_paper.rst",
+            category="Paper vs reproduction",
+            labels={"table": "{table}", "file": "CSV"},
+        ),
     log:
         f"{R}/logs/report/table_{{table}}.vs_paper.log",
+    wildcard_constraints:
+        table=_alt(PAPER_TABLES),
     conda:
         "../envs/cpu.yaml"
+    params:
+        table=lambda w: TABLES[w.table],
     script:
         "../workflow_scripts/table_vs_paper.py"
 
@@ -113,14 +130,26 @@ rule learning_curves:
         scores=f"{R}/report/scores/{{study}}.csv",
         metrics=lambda w: [f"{R}/runs/{r.path}/metrics.jsonl" for r in curve_runs(w.study, w.model)],
     output:
-        png=report(f"{R}/report/figures/learning_curves/{{study}}/{{model}}.png",
-                   caption=f"{CAPTIONS}/learning_curves.rst", category="Figures",
-                   subcategory="Learning curves", labels={"study": "{study}", "model": "{model}"}),
+        png=report(
+            f"{R}/report/figures/learning_curves/{{study}}/{{model}}.png",
+            caption=f"{CAPTIONS}/learning_curves.rst",
+            category="Figures",
+            subcategory="Learning curves",
+            labels={"study": "{study}", "model": "{model}"},
+        ),
         pdf=f"{R}/report/figures/learning_curves/{{study}}/{{model}}.pdf",
-        train_png=report(f"{R}/report/figures/training_curves/{{study}}/{{model}}.png",
-                         caption=f"{CAPTIONS}/training_curves.rst", category="Figures",
-                         subcategory="Training curves", labels={"study": "{study}", "model": "{model}"}),
+        train_png=report(
+            f"{R}/report/figures/training_curves/{{study}}/{{model}}.png",
+            caption=f"{CAPTIONS}/training_curves.rst",
+            category="Figures",
+            subcategory="Training curves",
+            labels={"study": "{study}", "model": "{model}"},
+        ),
         train_pdf=f"{R}/report/figures/training_curves/{{study}}/{{model}}.pdf",
+    log:
+        f"{R}/logs/report/learning_curves/{{study}}/{{model}}.log",
+    conda:
+        "../envs/cpu.yaml"
     params:
         runs=lambda w: [(r.reward, r.curriculum, r.seed) for r in curve_runs(w.study, w.model)],
         study=lambda w: config["studies"][w.study],
@@ -129,30 +158,32 @@ rule learning_curves:
         band=config["report"]["band"],
         titles={d: v.get("label", d) for d, v in config["datasets"].items()},
         model_label=lambda w: config["models"][w.model].get("label", w.model),
-    log:
-        f"{R}/logs/report/learning_curves/{{study}}/{{model}}.log",
-    conda:
-        "../envs/cpu.yaml"
     script:
         "../workflow_scripts/learning_curves.py"
 
 
 rule schedule_figure:
     input:
-        lambda w: [f"{R}/runs/{runs_lib.Run.of(w.study, w.model, w.setting, s).path}/metrics.jsonl"
-                   for s in config["studies"][w.study]["seeds"]],
+        lambda w: [
+            f"{R}/runs/{runs_lib.Run.of(w.study, w.model, w.setting, s).path}/metrics.jsonl"
+            for s in config["studies"][w.study]["seeds"]
+        ],
     output:
-        png=report(f"{R}/report/figures/schedule/{{study}}/{{model}}/{{setting}}.png",
-                   caption=f"{CAPTIONS}/schedule.rst", category="Figures", subcategory="Curriculum schedule",
-                   labels={"study": "{study}", "model": "{model}", "setting": "{setting}"}),
+        png=report(
+            f"{R}/report/figures/schedule/{{study}}/{{model}}/{{setting}}.png",
+            caption=f"{CAPTIONS}/schedule.rst",
+            category="Figures",
+            subcategory="Curriculum schedule",
+            labels={"study": "{study}", "model": "{model}", "setting": "{setting}"},
+        ),
         pdf=f"{R}/report/figures/schedule/{{study}}/{{model}}/{{setting}}.pdf",
-    params:
-        seeds=lambda w: config["studies"][w.study]["seeds"],
-        title=lambda w: f"{config['models'][w.model].get('label', w.model)}, {w.setting} ({w.study})",
     log:
         f"{R}/logs/report/schedule/{{study}}/{{model}}/{{setting}}.log",
     conda:
         "../envs/cpu.yaml"
+    params:
+        seeds=lambda w: config["studies"][w.study]["seeds"],
+        title=lambda w: f"{config['models'][w.model].get('label', w.model)}, {w.setting} ({w.study})",
     script:
         "../workflow_scripts/schedule_figure.py"
 
@@ -162,24 +193,32 @@ rule variance_figures:
     input:
         probes=lambda w: all_probes(w.study, w.setting),
     output:
-        ratio_png=report(f"{R}/report/figures/variance/{{study}}/{{setting}}_ratio.png",
-                         caption=f"{CAPTIONS}/variance_ratio.rst", category="Figures", subcategory="Variance",
-                         labels={"study": "{study}", "setting": "{setting}", "figure": "ratio kept/full"}),
+        ratio_png=report(
+            f"{R}/report/figures/variance/{{study}}/{{setting}}_ratio.png",
+            caption=f"{CAPTIONS}/variance_ratio.rst",
+            category="Figures",
+            subcategory="Variance",
+            labels={"study": "{study}", "setting": "{setting}", "figure": "ratio kept/full"},
+        ),
         ratio_pdf=f"{R}/report/figures/variance/{{study}}/{{setting}}_ratio.pdf",
-        absolute_png=report(f"{R}/report/figures/variance/{{study}}/{{setting}}_absolute.png",
-                            caption=f"{CAPTIONS}/variance_absolute.rst", category="Figures", subcategory="Variance",
-                            labels={"study": "{study}", "setting": "{setting}", "figure": "absolute"}),
+        absolute_png=report(
+            f"{R}/report/figures/variance/{{study}}/{{setting}}_absolute.png",
+            caption=f"{CAPTIONS}/variance_absolute.rst",
+            category="Figures",
+            subcategory="Variance",
+            labels={"study": "{study}", "setting": "{setting}", "figure": "absolute"},
+        ),
         absolute_pdf=f"{R}/report/figures/variance/{{study}}/{{setting}}_absolute.pdf",
+    log:
+        f"{R}/logs/report/variance/{{study}}/{{setting}}.log",
+    conda:
+        "../envs/cpu.yaml"
     params:
         study=lambda w: w.study,
         reward=lambda w: runs_lib.split_setting(w.setting)[0],
         curriculum=lambda w: runs_lib.split_setting(w.setting)[1],
         models=lambda w: probed_models(w.study, w.setting),
         titles={m: v.get("label", m) for m, v in config["models"].items()},
-    log:
-        f"{R}/logs/report/variance/{{study}}/{{setting}}.log",
-    conda:
-        "../envs/cpu.yaml"
     script:
         "../workflow_scripts/variance_figures.py"
 
@@ -197,6 +236,10 @@ rule findings:
         markdown=report(f"{R}/report/findings.md", caption=f"{CAPTIONS}/findings.rst", category="Findings"),
         tex=f"{R}/report/findings.tex",
         csv=f"{R}/report/findings.csv",
+    log:
+        f"{R}/logs/report/findings.log",
+    conda:
+        "../envs/cpu.yaml"
     params:
         findings=FINDINGS,
         runs=[(r.reward, r.curriculum, r.seed) for r in findings_runs()],
@@ -205,10 +248,6 @@ rule findings:
         scenario=config["scenario"],
         compared_settings=lambda w: findings_settings(config, FINDINGS["study"], FINDINGS["model"]),
         paper_settings=lambda w: findings_settings(paper_config(), "main", FINDINGS["paper_model"]),
-    log:
-        f"{R}/logs/report/findings.log",
-    conda:
-        "../envs/cpu.yaml"
     script:
         "../workflow_scripts/findings.py"
 
@@ -231,9 +270,9 @@ for _study in STUDIES:
     rule:
         name:
             f"study_{_study}"
-        localrule: True
         input:
             study_outputs(_study),
+        localrule: True
 
 
 # one target per table: `snakemake table_{name}`
@@ -242,6 +281,6 @@ for _name in TABLES:
     rule:
         name:
             f"table_{_name}"
-        localrule: True
         input:
             table_outputs(_name),
+        localrule: True

@@ -19,6 +19,15 @@ rule train:
         metrics=maybe_protected(f"{R}/runs/{RUN}/metrics.jsonl"),
         settings=f"{R}/runs/{RUN}/train_config.json",
         provenance=f"{R}/runs/{RUN}/provenance.json",
+    log:
+        f"{R}/logs/train/{RUN}.log",
+    benchmark:
+        f"{R}/timings/train/{RUN}.tsv"
+    conda:
+        "../envs/verl.yaml" if VERL_ENGINE else "../envs/cpu.yaml"
+    threads: config["threads"]
+    resources:
+        **train_resources(),
     params:
         model_dir=lambda w: base_model_dir(w.model),
         work_dir=lambda w: work_dir(run_of(w).path),
@@ -27,15 +36,6 @@ rule train:
         engine=config["engine"],
         # the run's verl settings (a changed `verl` section retrains the runs it changes)
         verl=lambda w: dataclasses.asdict(runs_lib.verl_settings(config, w.model)) if VERL_ENGINE else None,
-    threads: config["threads"]
-    resources:
-        **train_resources(),
-    log:
-        f"{R}/logs/train/{RUN}.log",
-    benchmark:
-        f"{R}/timings/train/{RUN}.tsv"
-    conda:
-        "../envs/verl.yaml" if VERL_ENGINE else "../envs/cpu.yaml"
     script:
         "../workflow_scripts/train.py"
 
@@ -49,6 +49,15 @@ rule prompt_stats:
         problems=lambda w: dataset_path(w.dataset),
     output:
         f"{R}/prompt_stats/{{model}}/{{dataset}}.parquet",
+    log:
+        f"{R}/logs/prompt_stats/{{model}}/{{dataset}}.log",
+    benchmark:
+        f"{R}/timings/prompt_stats/{{model}}/{{dataset}}.tsv"
+    conda:
+        "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
+    threads: config["threads"]
+    resources:
+        gpu=1 if VLLM_EVAL else 0,
     params:
         model_dir=lambda w: base_model_dir(w.model),
         settings=config["prompt_stats"],
@@ -58,14 +67,5 @@ rule prompt_stats:
         vllm=config["eval"]["vllm"],
         device=DEVICE,
         on_bad_row=lambda w: on_bad_row([w.dataset])[w.dataset],  # a prompt too long for the model: dropped or refused
-    threads: config["threads"]
-    resources:
-        gpu=1 if VLLM_EVAL else 0,
-    log:
-        f"{R}/logs/prompt_stats/{{model}}/{{dataset}}.log",
-    benchmark:
-        f"{R}/timings/prompt_stats/{{model}}/{{dataset}}.tsv"
-    conda:
-        "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
     script:
         "../workflow_scripts/prompt_stats.py"

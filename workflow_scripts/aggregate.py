@@ -1,5 +1,6 @@
 """Rule aggregate: all per-seed scores in one table, and mean / std across seeds."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 from vicurl.io import atomic_path
 from vicurl.report.aggregate import across_seeds, collect, read_scores
 from vicurl.workflow import setup

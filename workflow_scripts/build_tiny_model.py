@@ -1,5 +1,6 @@
 """Rule build_tiny_model: tokenizer + tiny Qwen2 model, supervised on worked solutions."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 import json
 
 from vicurl.data import schema

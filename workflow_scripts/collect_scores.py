@@ -1,6 +1,7 @@
 """Rules study_scores and table_scores: the per-seed score records they list (params.keep),
 read from the runs' ``scores.json``, in one CSV."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 from vicurl.io import atomic_path
 from vicurl.report.aggregate import collect, read_scores
 from vicurl.workflow import setup

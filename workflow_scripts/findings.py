@@ -1,6 +1,7 @@
 """Rule findings: the paper's claims the study tests, the paper's numbers, ours and the verdicts
 (vicurl.report.findings) -> report/findings.{md,tex,csv}."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 import json
 
 import pandas as pd

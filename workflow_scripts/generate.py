@@ -2,7 +2,8 @@
 
 Under `if __name__ == "__main__"`: vLLM starts its engine in a spawned process, which imports this
 file again (as `__mp_main__`, without Snakemake's `snakemake` object)."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 from vicurl.evaluation import jobs
 from vicurl.workflow import setup
 
@@ -17,4 +18,4 @@ def main(snakemake):
 
 
 if __name__ == "__main__":
-    main(snakemake)  # noqa: F821 (Snakemake defines it)
+    main(snakemake)

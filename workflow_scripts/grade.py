@@ -1,5 +1,6 @@
 """Rule grade: `vicurl.evaluation.jobs.grade` (never regenerates)."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 from vicurl.evaluation import jobs
 from vicurl.runs import Run
 from vicurl.workflow import setup

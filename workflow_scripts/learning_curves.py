@@ -1,6 +1,7 @@
 """Rule learning_curves: the grid of Pass@1 / Pass@8 curves of one study and model (step 0 = base model),
 and the training curves of the same runs (training reward and oracle accuracy per step)."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 import pandas as pd
 
 from vicurl.report.aggregate import read_metrics

@@ -1,5 +1,6 @@
 """Rule prepare_dataset: one real dataset -> normalized parquet + manifest."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 from vicurl.data.prepare import prepare_dataset, summary
 from vicurl.workflow import setup
 

@@ -1,5 +1,6 @@
 """Rule probe: action and problem variances of one run at one checkpoint (kept vs full batch)."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 from vicurl.data import schema
 from vicurl.io import write_json
 from vicurl.runs import Run

@@ -1,5 +1,6 @@
 """Rule probes_table: every probe in one CSV (report/probes.csv), sorted by run and step."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 import json
 
 import pandas as pd

@@ -1,7 +1,8 @@
 """Rule prompt_stats: k graded samples of the initial policy per training prompt -> per-prompt statistics
 (sampled by `eval.engine`'s generator: vLLM on GPU clusters, transformers on the CPU). Under
 `if __name__ == "__main__"`: vLLM's engine process imports this file again, without `snakemake`."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 from vicurl.curriculum.prompt_stats import offline_statistics
 from vicurl.data import schema
 from vicurl.io import atomic_path
@@ -31,4 +32,4 @@ def main(snakemake):
 
 
 if __name__ == "__main__":
-    main(snakemake)  # noqa: F821 (Snakemake defines it)
+    main(snakemake)

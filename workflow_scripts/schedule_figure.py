@@ -1,5 +1,6 @@
 """Rule schedule_figure: beta_t (target and kept share) and tau_t against step, across the setting's seeds."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 import pandas as pd
 
 from vicurl.report.schedule import schedule_figure

@@ -1,5 +1,6 @@
 """Rule synthetic_data: write every split of the synthetic arithmetic task."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 from pathlib import Path
 
 from vicurl.data import schema, synthetic

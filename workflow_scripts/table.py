@@ -1,5 +1,6 @@
 """Rule table: one table of the config's `tables:` as LaTeX in the paper's style, and its cells as CSV."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 import pandas as pd
 
 from vicurl.io import atomic_path, write_text

@@ -1,5 +1,6 @@
 """Rule table_vs_paper: a table's cells next to the paper's reported numbers (LaTeX and CSV)."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 import pandas as pd
 
 from vicurl.io import atomic_path, write_text

@@ -1,5 +1,6 @@
 """Rule train: `vicurl.engines.job.train`, resumable from `_work/`."""
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 from pathlib import Path
 
 from vicurl.engines import job, workdir

@@ -7,7 +7,8 @@ For a rule like:
             models=[...]  (the panels, in order), titles={model: label}
 Rows of other studies, rewards or curricula are ignored.
 """
-import _checkout  # noqa: F401,I001  (this repository's src/ first on sys.path)
+import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
+
 import json
 
 import pandas as pd

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from vicurl import methods
-from vicurl.grading.classes import clusters, majority_class  # noqa: F401 (majority_class: re-exported)
+from vicurl.grading.classes import clusters, majority_class
 from vicurl.grading.equiv import distinct
 from vicurl.grading.extract import extract_boxed
 from vicurl.grading.graders import ANSWER_TYPES, answer_type

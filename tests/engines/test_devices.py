@@ -9,8 +9,7 @@ from vicurl import devices
 from vicurl.engines.local import LocalTrainer
 from vicurl.evaluation.generate import generate_records, load_model
 from vicurl.probes.probe import micro_batch_size
-from vicurl.settings import TrainSettings
-from vicurl.settings import SamplingSettings
+from vicurl.settings import SamplingSettings, TrainSettings
 
 
 def test_auto_is_cuda_when_present_else_cpu(monkeypatch):

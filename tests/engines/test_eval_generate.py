@@ -4,7 +4,6 @@ import pytest
 from vicurl.data.schema import make_row, to_frame
 from vicurl.evaluation.generate import RECORD_COLUMNS, generate_records, generate_sets, read_records, write_records
 from vicurl.evaluation.records import combine
-from vicurl.prompts import build_prompt
 from vicurl.settings import SamplingSettings
 
 

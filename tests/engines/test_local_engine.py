@@ -26,6 +26,11 @@ def config(**kw):
     return TrainSettings(**base)
 
 
+def without_times(history):
+    """A run's metrics without their timings (which differ between runs with the same numbers)."""
+    return [{k: v for k, v in m.items() if not k.startswith("time/")} for m in history]
+
+
 def weights(model):
     return {k: v.clone() for k, v in model.state_dict().items()}
 
@@ -42,8 +47,7 @@ def test_resume_gives_the_same_numbers(char_model_dir, tmp_path):
     hist_resumed = second.run()
     assert second.step == 5
 
-    strip = lambda h: [{k: v for k, v in m.items() if not k.startswith("time/")} for m in h]
-    assert json.dumps(strip(hist_resumed)) == json.dumps(strip(hist_full))
+    assert json.dumps(without_times(hist_resumed)) == json.dumps(without_times(hist_full))
     wf, wr = weights(full.policy), weights(second.policy)
     assert all(torch.equal(wf[k], wr[k]) for k in wf)
 
@@ -64,8 +68,7 @@ def test_a_continued_run_is_the_source_run_trained_on(char_model_dir, tmp_path):
     continued.fork(tmp_path / "source", 4)
     hist_continued = continued.run()
 
-    strip = lambda h: [{k: v for k, v in m.items() if not k.startswith("time/")} for m in h]
-    assert json.dumps(strip(hist_continued)) == json.dumps(strip(hist_straight))
+    assert json.dumps(without_times(hist_continued)) == json.dumps(without_times(hist_straight))
     ws, wc = weights(straight.policy), weights(continued.policy)
     assert all(torch.equal(ws[k], wc[k]) for k in ws)
     betas = [m["curriculum/beta_target"] for m in hist_continued]
@@ -175,8 +178,7 @@ def test_vcrl_replays_in_the_engine_and_resumes(char_model_dir, tmp_path, parity
     first.run(until_step=3)
     second = LocalTrainer(cfg, char_model_dir, problems(), tmp_path / "resumed")
     hist2 = second.run()
-    strip = lambda h: [{k: v for k, v in m.items() if not k.startswith("time/")} for m in h]  # noqa: E731
-    assert json.dumps(strip(hist2)) == json.dumps(strip(hist))  # the memory bank survived the restart
+    assert json.dumps(without_times(hist2)) == json.dumps(without_times(hist))  # the memory bank survived the restart
 
 
 def test_adarft_and_sent_choose_the_prompts(char_model_dir, tmp_path):
@@ -219,8 +221,9 @@ def test_a_huge_training_question_is_dropped_and_counted(char_model_dir, tmp_pat
     assert report["dropped"] == 1 and report["dropped_ids"] == ["p5"] and report["rows"] == 24
     assert report["max_prompt_length"] == 512 and report["longest"] > 1_000_000
     without = problems().drop(index=5).reset_index(drop=True)
-    strip = lambda h: [{k: v for k, v in m.items() if not k.startswith("time/")} for m in h]  # noqa: E731
-    assert json.dumps(strip(tr.run())) == json.dumps(strip(LocalTrainer(cfg, char_model_dir, without, tmp_path / "v").run()))
+    trained = tr.run()
+    trained_without = LocalTrainer(cfg, char_model_dir, without, tmp_path / "v").run()
+    assert json.dumps(without_times(trained)) == json.dumps(without_times(trained_without))
 
 
 def test_a_set_without_long_prompts_is_trained_as_given(char_model_dir, tmp_path):

@@ -24,9 +24,9 @@ from omegaconf import OmegaConf
 from vicurl.data import schema
 from vicurl.engines.verl import export, launch
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
+from vicurl.engines.verl.trainer import CURRICULUM_STATE, VICuRLTrainer
 from vicurl.long_prompts import fit, prompt_lengths, training_limit
 from vicurl.prompts import build_prompts
-from vicurl.engines.verl.trainer import CURRICULUM_STATE, VICuRLTrainer
 from vicurl.settings import TrainSettings
 
 from harness import CHARS, CHAT_MODEL, LAUNCHER_RUN, REPO, settings_for, tiny_llama

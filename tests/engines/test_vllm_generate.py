@@ -16,9 +16,10 @@ from vicurl.evaluation.generate import RECORD_COLUMNS
 from vicurl.evaluation.grade import grade_records
 from vicurl.evaluation.score import score
 from vicurl.evaluation.vllm_generate import generate_records_vllm, generate_sets_vllm
-from vicurl.sampling import sample
 from vicurl.prompts import build_prompt, prompt_token_ids
+from vicurl.sampling import sample
 from vicurl.settings import SamplingSettings
+
 
 @dataclass
 class Completion:

@@ -30,7 +30,7 @@ def vllm():
     """vLLM, or a skip saying why it is not importable here."""
     try:
         import vllm
-    except Exception as e:  # noqa: BLE001 (not installed, or an install that does not load)
+    except Exception as e:  # not installed, or an install that does not load
         pytest.skip(f"vLLM is not importable here ({type(e).__name__}: {e}); these tests run in .venv-vllm, "
                     "vLLM's CPU build: make test-gpu-path")
     return vllm

@@ -20,8 +20,14 @@ from vicurl.curriculum.prompt_stats import COLUMNS, offline_statistics, prompt_s
 from vicurl.engines.rollout import sequence_logprobs
 from vicurl.evaluation.generate import generate_sets, load_model
 from vicurl.evaluation.grade import grade_records
-from vicurl.evaluation.vllm_generate import (VLLM_NAMES, generate_records_vllm, generate_sets_vllm,
-                                             missing_vllm_names, start_engine, tokens_prompt)
+from vicurl.evaluation.vllm_generate import (
+    VLLM_NAMES,
+    generate_records_vllm,
+    generate_sets_vllm,
+    missing_vllm_names,
+    start_engine,
+    tokens_prompt,
+)
 from vicurl.long_prompts import generation_prompts, model_context
 from vicurl.prompts import build_prompt
 from vicurl.sampling import Rollouts, left_padded, sample

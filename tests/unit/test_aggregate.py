@@ -1,5 +1,4 @@
 import numpy as np
-import pandas as pd
 import pytest
 
 from vicurl.report.aggregate import AVERAGE, across_seeds, collect
@@ -69,8 +68,9 @@ def test_average_std_is_the_mean_of_the_benchmark_stds_by_default():
 def test_the_paper_prints_the_mean_of_the_benchmark_stds_as_the_average_std():
     """Every Average "mean +- std" of the paper against the mean of its row's printed benchmark
     stds: within the rounding of the printed numbers (0.1 point) in 100 of the 103 rows."""
-    from harness import REPO
     from vicurl.report.paper import load_paper_numbers
+
+    from harness import REPO
 
     df = load_paper_numbers(REPO / "config" / "paper_numbers.csv")
     df = df.assign(variant=df["variant"].fillna("").astype(str))

@@ -9,10 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from vicurl.grading.classes import majority_class
 from vicurl.report import findings as F
 from vicurl.report.latex import standalone_document
-from vicurl.grading.classes import majority_class
-
 
 # ---------------------------------------------------------------- the verdict rule
 

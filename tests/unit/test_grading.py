@@ -13,7 +13,6 @@ from vicurl.grading.extract import (
 )
 from vicurl.grading.graders import grade_batch
 
-
 pytestmark = pytest.mark.usefixtures("small_pool")  # conftest.py
 
 

@@ -5,10 +5,10 @@ per-file rates and the speed."""
 
 import pytest
 
-import real_benchmarks as rb  # tests/real_benchmarks.py
 from vicurl.grading import equiv
 from vicurl.grading.graders import grade_batch
 
+import real_benchmarks as rb  # tests/real_benchmarks.py
 
 pytestmark = pytest.mark.usefixtures("small_pool")  # conftest.py
 

@@ -10,7 +10,6 @@ from vicurl.algos.confidence import logprobs_and_entropy, mean_token_entropy
 from vicurl.methods import REWARDS
 from vicurl.rewards import Group, check_params, clusters, entropy, group_rewards, majority_vote, oracle, semantic
 
-
 pytestmark = pytest.mark.usefixtures("small_pool")  # conftest.py
 
 
@@ -245,9 +244,9 @@ def test_first_of_each_group_keeps_the_trained_rows():
 def test_config_check_refuses_n_votes_below_the_group_size():
     import yaml
 
-    from harness import DEMO_CONFIG
-
     from vicurl import checks
+
+    from harness import DEMO_CONFIG
 
     config = yaml.safe_load(DEMO_CONFIG.read_text())
     checks.check(config)

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from harness import DEMO_CONFIG, PAPER_CONFIG, REPO, SMOKE_CONFIG, job_counts, snakemake, snakemake_cmd
 

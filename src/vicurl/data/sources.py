@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from vicurl.errors import ConfigError
 from vicurl.data import normalize as nz
+from vicurl.errors import ConfigError
 
 SYNTHETIC = "synthetic"
 ON_BAD_ROW = ("fail", "drop")

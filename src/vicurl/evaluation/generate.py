@@ -14,9 +14,9 @@ import pandas as pd
 import torch
 
 from vicurl import devices
-from vicurl.sampling import sample
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS, empty, read_records, write_records  # noqa: F401 (re-exported)
 from vicurl.long_prompts import generation_prompts, model_context
+from vicurl.sampling import sample
 from vicurl.settings import SamplingSettings
 
 

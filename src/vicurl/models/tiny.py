@@ -492,9 +492,9 @@ def evaluate_levels(
     """Per level (``metadata.level``; ``all`` too): Pass@1 with ``n`` samples per prompt, the
     share of responses ending in EOS and holding a ``\\boxed{}``, mean length and mean token
     entropy (with its spread over prompts). A sanity/calibration report, not the evaluation."""
-    from vicurl.sampling import sample
     from vicurl.grading import extract_boxed
     from vicurl.rewards import Group, oracle
+    from vicurl.sampling import sample
 
     prompts = [build_prompt(q, prompt_order) for q in df["question"]]
     r = sample(model, tokenizer, prompts, n, temperature=temperature, top_p=top_p,

@@ -38,8 +38,8 @@ from vicurl import devices
 from vicurl.algos.grpo import grpo_loss, loss_config
 from vicurl.curriculum import Selection, make_curriculum
 from vicurl.engines.rollout import RolloutScorer, ScoredRollouts, load_models, sequence_logprobs
-from vicurl.long_prompts import fit_training_set
 from vicurl.engines.step import seed_for
+from vicurl.long_prompts import fit_training_set
 from vicurl.methods import probeable
 from vicurl.probes import variance
 from vicurl.settings import TrainSettings

@@ -18,7 +18,7 @@ Rules
   average row. Its std, by ``average_std``:
     - ``"benchmarks"`` (the paper's convention, the default): the mean of the averaged
       benchmarks' stds across seeds. In 100 of the paper's 103 rows with an Average
-      "mean $\pm$ std" the printed std is this (e.g. stds 1.7, 0.7, 3.0, 0.2, 0.5, 0.3 -> 1.1);
+      "mean $\\pm$ std" the printed std is this (e.g. stds 1.7, 0.7, 3.0, 0.2, 0.5, 0.3 -> 1.1);
     - ``"seeds"``: the std of the per-seed averages (the spread of the row's average itself,
       smaller when the benchmarks' seed-to-seed deviations cancel).
 * Missing (NaN) metric values are dropped, never filled.

@@ -12,9 +12,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from vicurl.io import atomic_path  # noqa: E402
+from vicurl.io import atomic_path
 
 #: the paper's colors: learning curves (Figure "learning_curves_grid"), variance (Figures
 #: "variance_ratio" and "variance_absolute")
