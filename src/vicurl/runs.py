@@ -144,7 +144,7 @@ def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
         reward_params=dict(config["rewards"].get(run.reward, {})),
         curriculum=run.curriculum,
         curriculum_params=curriculum_params,
-        prompt_order=config.get("prompt", {}).get("order", "question_first"),
+        prompt_order=config["prompt"]["order"],
         chat_template=chat_template(config, run.model),
         export_steps=sorted(s for s in set(eval_steps(config, run.study)) | set(probe_steps(config, run)) if s > start),
     )
@@ -157,7 +157,7 @@ def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
 def chat_template(config: dict[str, Any], model: str) -> bool | str:
     """``models.<name>.chat_template``: ``auto`` (default: the tokenizer's chat template where it has
     one, the paper's single-turn conversation), ``true`` or ``false`` (raw text); vicurl.prompts."""
-    return config["models"][model].get("chat_template", "auto")
+    return config["models"][model]["chat_template"]
 
 
 def total_steps(config: dict[str, Any], study: str) -> int:
@@ -185,7 +185,7 @@ def eval_steps(config: dict[str, Any], study: str) -> list[int]:
     `eval_every` if set), the study's `eval_steps` (e.g. the mechanism study's T_ref) and the last."""
     t = total_steps(config, study)
     s = config["studies"][study]
-    every = int(s.get("eval_every") or config.get("eval", {}).get("every", 50))
+    every = int(s.get("eval_every") or config["eval"]["every"])
     extra = {int(x) for x in s.get("eval_steps", []) or [] if 0 < int(x) <= t}
     return sorted(set(range(every, t + 1, every)) | extra | {t})
 
@@ -226,7 +226,7 @@ def probe_steps(config: dict[str, Any], run: Run) -> list[int]:
     t = total_steps(config, run.study)
     if config["probes"].get("steps") is not None:
         return sorted(set(int(s) for s in config["probes"]["steps"]))
-    return list(range(0, t, int(config["probes"].get("every", 50))))
+    return list(range(0, t, int(config["probes"]["every"])))
 
 
 def probes(config: dict[str, Any]) -> list[tuple[Run, int]]:
@@ -236,7 +236,7 @@ def probes(config: dict[str, Any]) -> list[tuple[Run, int]]:
 
 def report_step(config: dict[str, Any], study: str) -> int:
     """The step the tables report (`eval.checkpoint`), the same for every method."""
-    ck = config.get("eval", {}).get("checkpoint", "last")
+    ck = config["eval"]["checkpoint"]
     steps = eval_steps(config, study)
     if ck == "last":
         return steps[-1]

@@ -11,8 +11,12 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Mapping
+
+SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"  # every other default and description
 
 
 def _from_dict(cls, d: Mapping[str, Any], what: str, key: str):
@@ -121,3 +125,22 @@ class SamplingSettings:
     seed: int
     prompt_order: str = "question_first"
     chat_template: bool | str = "auto"
+
+
+@functools.lru_cache(maxsize=None)
+def _schema() -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(SCHEMA.read_text())
+
+
+def schema_defaults(*path: str) -> dict[str, Any]:
+    """The schema's defaults of the keys of one config object, e.g. ``("curricula", "vicurl")``
+    (config/schema.yaml is their one home; the workflow's parse fills them into the config)."""
+    schema = _schema()
+    node: dict[str, Any] = schema
+    for key in path:
+        node = node["properties"][key]
+        if "$ref" in node:
+            node = {**schema["definitions"][node["$ref"].split("/")[-1]], **node}
+    return {k: v["default"] for k, v in node.get("properties", {}).items() if "default" in v}

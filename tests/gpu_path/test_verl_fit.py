@@ -85,7 +85,7 @@ def test_one_metrics_row_per_step_on_the_papers_schedule(entropy_runs, tiny_mode
     rows = read_metrics(a / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]
     for r in rows:
-        assert r["curriculum/beta_target"] == pytest.approx(linear_beta(r["step"], 3))
+        assert r["curriculum/beta_target"] == pytest.approx(linear_beta(r["step"], 3, 0.2, 1.0))
         assert r["curriculum/beta_actual"] == pytest.approx(r["curriculum/kept"] / settings["batch_size"])
         assert r["curriculum/beta_actual"] >= r["curriculum/beta_target"] - 1e-9
     assert rows[0]["curriculum/kept"] < settings["batch_size"] == rows[-1]["curriculum/kept"]

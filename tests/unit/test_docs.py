@@ -27,9 +27,10 @@ def resolves(key: str) -> bool:
     nodes = [SCHEMA]
     for seg in key.split("."):
         nxt = []
+        items, seg = seg.endswith("[]"), seg.removesuffix("[]")  # an item of a list
         for node in nodes:
             for alt in _children(node):
-                props = alt.get("properties", {})
+                props = {k: _deref(v).get("items", v) if items else v for k, v in alt.get("properties", {}).items()}
                 if seg.startswith("{") or seg == "*":
                     nxt += list(props.values())
                     nxt += [v for v in alt.get("patternProperties", {}).values()]
@@ -47,7 +48,20 @@ def documented_keys() -> list[str]:
     """The first column of the table in configuration.md's "Configuration keys" section."""
     text = (REPO / "docs" / "configuration.md").read_text()
     section = text.split("## Configuration keys", 1)[1].split("\n## ", 1)[0]
-    return [m.group(1) for m in re.finditer(r"^\| `([A-Za-z_{}.*]+)`", section, flags=re.M)]
+    return [m.group(1) for m in re.finditer(r"^\| `([A-Za-z_{}.*\[\]]+)`", section, flags=re.M)]
+
+
+def test_the_key_table_is_generated_from_the_schema_and_the_settings():
+    """Each default and description is written once (the schema; `train` and `verl` defaults in
+    their dataclasses): the docs' table is what `python -m vicurl.config_docs` prints from them."""
+    from vicurl import config_docs
+
+    text = (REPO / "docs" / "configuration.md").read_text()
+    assert config_docs.block() in text, "docs/configuration.md: rerun `python -m vicurl.config_docs`"
+    rows = {key: (desc, default) for key, desc, default in config_docs.rows()}
+    assert rows["train.batch_size"][1] == "`128`" and rows["verl.n_gpus_per_node"][1] == "`8`"  # the dataclasses'
+    assert rows["curricula.vicurl.beta_start"] == ("retention beta at the first step", "`0.2`")  # the schema's
+    assert all(desc for desc, _ in rows.values())  # every key described
 
 
 def test_every_documented_config_key_is_in_the_schema():

@@ -12,9 +12,6 @@ import pytest
 import torch
 
 from vicurl.curriculum import (
-    SENT,
-    VCRL,
-    AdaRFT,
     Batch,
     kept_count,
     make_curriculum,
@@ -179,7 +176,7 @@ def test_vcrl_p_for_odd_groups_and_continuous_rewards():
 
 
 def test_vcrl_filter_bank_and_replay():
-    cur = VCRL(switch_step=2, kappa_early=0.3, kappa_late=0.8, max_replays=2)
+    cur = make_curriculum("vcrl", dict(switch_step=2, kappa_early=0.3, kappa_late=0.8, max_replays=2))
     # step 1 (kappa 0.3): G = 4, p = 0, 0.75, 1, 0 -> keep p1, p2; bank = {p1, p2}; nothing to replay yet
     r1 = [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 1]]
     sel = cur.select(batch(rewards=r1, step=1, ids=["p0", "p1", "p2", "p3"]))
@@ -204,13 +201,13 @@ def test_vcrl_filter_bank_and_replay():
     sel = cur.select(batch(rewards=[[0, 0, 0, 0]] * 4, step=4, ids=["r0", "r1", "r2", "r3"]))
     assert sel.replay[:2] == ["p1", "p2"] and "p1" not in cur.bank and "p2" not in cur.bank
     state = cur.state_dict()
-    again = VCRL(switch_step=2)
+    again = make_curriculum("vcrl", dict(switch_step=2))
     again.load_state_dict(state)
     assert again.bank == cur.bank
 
 
 def test_vcrl_priority_prefers_older_entries():
-    cur = VCRL(switch_step=100)
+    cur = make_curriculum("vcrl", dict(switch_step=100))
     cur.select(batch(rewards=[[1, 0]], step=1, ids=["old"]))  # enters with P = 0
     cur.select(batch(rewards=[[1, 0]], step=5, ids=["new"]))
     assert cur.bank["old"]["priority"] == pytest.approx(0.1 * 4)  # 0.9 * 0 + 0.1 * (5 - 1)
@@ -233,7 +230,7 @@ def test_adarft_target_update_by_hand():
 
 
 def test_adarft_proposes_nearest_and_moves_its_target():
-    cur = AdaRFT()
+    cur = make_curriculum("adarft")
     stats = pd.DataFrame({"id": [f"p{i}" for i in range(10)], "difficulty": [0, 90, 10, 80, 20, 70, 30, 60, 40, 50]})
     cur.setup(prompts(10), batch_size=3, total_steps=5, seed=0, stats=stats)
     assert sorted(cur.propose(1, [])) == ["p0", "p2", "p4"]  # T = 0: the 3 easiest
@@ -244,26 +241,26 @@ def test_adarft_proposes_nearest_and_moves_its_target():
     # the entropy reward (negative): mean of exp(reward)
     cur.observe(batch(rewards=[[0.0, -math.log(4)]] * 3, step=2, bounded=False), None)
     assert cur.target == pytest.approx(next_target(t, 0.625))
-    assert AdaRFT().load_state_dict(cur.state_dict()) is None
+    assert make_curriculum("adarft").load_state_dict(cur.state_dict()) is None
 
 
 def test_adarft_difficulty_from_metadata_and_bad_values():
-    cur = AdaRFT(difficulty_from="metadata")
+    cur = make_curriculum("adarft", dict(difficulty_from="metadata"))
     assert cur.needs_stats == ()
     cur.setup(prompts(5), batch_size=2, total_steps=3)
     assert sorted(cur.propose(1, [])) == ["p0", "p1"]
     with pytest.raises(ValueError, match="p3"):
-        AdaRFT().setup(prompts(5), batch_size=2, total_steps=3,
+        make_curriculum("adarft").setup(prompts(5), batch_size=2, total_steps=3,
                        stats=pd.DataFrame({"id": [f"p{i}" for i in range(5)], "difficulty": [1, 2, 3, 300, 4]}))
     with pytest.raises(ValueError, match="needs per-prompt statistics"):
-        AdaRFT().setup(prompts(5), batch_size=2, total_steps=3)
+        make_curriculum("adarft").setup(prompts(5), batch_size=2, total_steps=3)
 
 
 # ----------------------------------------------------------------------------- SENT
 
 
 def test_sent_two_stages_low_entropy_first():
-    cur = SENT()
+    cur = make_curriculum("sent")
     h = [0.5, 0.1, 0.9, 0.0, 0.7, 0.3, 0.8, 0.2]  # lower half: p3, p1, p7, p5
     stats = pd.DataFrame({"id": [f"p{i}" for i in range(8)], "semantic_entropy": h})
     cur.setup(prompts(8), batch_size=2, total_steps=6, seed=4, stats=stats)

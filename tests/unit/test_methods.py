@@ -106,7 +106,7 @@ TOY = methods.CurriculumSpec("toy", f"{__name__}:Toy", "Toy Curriculum", stats=l
 
 
 def config(**top):
-    return {
+    return checks.with_defaults({
         "train": {"total_steps": 4},
         "datasets": {"t": {"source": "synthetic"}, "e": {"source": "synthetic"}},
         "synthetic": {"splits": {"t": {}, "e": {}}},
@@ -117,7 +117,7 @@ def config(**top):
                           "settings": {"oracle": ["none", "toy"], "toy_reward": ["toy"]}, "seeds": [0]}},
         "probes": {"studies": ["s"], "curricula": ["toy"]},
         **top,
-    }
+    })
 
 
 def test_a_curriculum_is_one_module_and_one_catalog_entry(monkeypatch):

@@ -114,7 +114,7 @@ def test_probe_of_a_real_model_low_memory_methods_agree_with_exact(char_model_di
         probe = ProbeConfig(n_prompts=6, rollouts=3, method=method, sketch_dim=3000, seed=2)
         out[method] = run_probe(train_cfg(), char_model_dir, char_model_dir, df, step=3, probe=probe)
     ex, st, sk = out["exact"], out["streaming"], out["sketch"]
-    assert ex["beta_t"] == pytest.approx(linear_beta(4, 10))  # the selection training step 4 makes
+    assert ex["beta_t"] == pytest.approx(linear_beta(4, 10, 0.2, 1.0))  # the selection training step 4 makes
     assert ex["n_prompts"] == 6 and 1 <= ex["n_kept"] < 6
     assert ex["sigma2_full"] > 0 and ex["vprob_full"] > 0
     pp = ex["per_prompt"]

@@ -92,13 +92,13 @@ def test_a_tokenizer_with_a_chat_template_gets_a_single_turn_conversation_by_def
 def test_every_paper_model_uses_its_chat_template_unless_told_otherwise():
     import yaml
 
-    from vicurl import runs
+    from vicurl import checks, runs
 
     from harness import DEMO_CONFIG, PAPER_CONFIG
 
-    paper = yaml.safe_load(PAPER_CONFIG.read_text())
+    paper = checks.with_defaults(yaml.safe_load(PAPER_CONFIG.read_text()))
     assert {m: runs.chat_template(paper, m) for m in paper["models"]} == {m: "auto" for m in paper["models"]}
-    demo = yaml.safe_load(DEMO_CONFIG.read_text())
+    demo = checks.with_defaults(yaml.safe_load(DEMO_CONFIG.read_text()))
     assert runs.chat_template(demo, "tiny") is False  # the built tiny model: raw text
 
 

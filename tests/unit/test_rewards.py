@@ -248,7 +248,7 @@ def test_config_check_refuses_n_votes_below_the_group_size():
 
     from harness import DEMO_CONFIG
 
-    config = yaml.safe_load(DEMO_CONFIG.read_text())
+    config = checks.with_defaults(yaml.safe_load(DEMO_CONFIG.read_text()))
     checks.check(config)
     config["rewards"]["majority_vote"] = {"n_votes": 4}  # the demo's G is 8
     with pytest.raises(ValueError, match="n_votes=4"):

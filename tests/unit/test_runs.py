@@ -7,7 +7,7 @@ from vicurl import runs as R
 
 
 def config(**probes):
-    return {
+    return checks.with_defaults({
         "train": {"total_steps": 25},
         "eval": {"every": 10},
         "datasets": {"t": {"source": "synthetic"}, "e": {"source": "synthetic"}},
@@ -18,7 +18,7 @@ def config(**probes):
         "studies": {"s": {"train_set": "t", "benchmarks": ["e"], "models": ["m"],
                           "settings": {"oracle": ["none", "vicurl"]}, "seeds": [0, 1]}},
         "probes": probes,
-    }
+    })
 
 
 def test_eval_and_probe_steps():
@@ -40,8 +40,8 @@ def test_study_eval_steps_and_eval_overrides():
     cfg = config()
     cfg["studies"]["s"].update(eval_steps=[13], eval={"max_new_tokens": 8192})
     assert R.eval_steps(cfg, "s") == [10, 13, 20, 25]
-    assert R.eval_settings(cfg, "s") == {"every": 10, "max_new_tokens": 8192}
-    assert R.eval_settings(cfg, R.BASE) == {"every": 10}  # Base evaluations: the global settings
+    assert R.eval_settings(cfg, "s") == {**cfg["eval"], "max_new_tokens": 8192} and cfg["eval"]["every"] == 10
+    assert R.eval_settings(cfg, R.BASE) == cfg["eval"]  # Base evaluations: the global settings
     assert 13 in R.train_settings(cfg, R.Run("s", "m", "oracle", "none", 0))["export_steps"]
 
 

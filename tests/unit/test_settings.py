@@ -31,6 +31,25 @@ def test_verl_settings_are_the_schemas_verl_section_and_hold_its_only_defaults()
 def test_every_train_setting_of_the_schema_is_a_field():
     props = SCHEMA["definitions"]["train_settings"]["properties"]
     assert set(props) <= {f.name for f in dataclasses.fields(TrainSettings)}
+    assert [k for k, p in props.items() if "default" in p] == []  # written once: in TrainSettings
+
+
+def test_curricula_take_their_defaults_from_the_schema_only():
+    """No curriculum class or schedule repeats a default of `curricula.<name>`: make_curriculum fills
+    them from the schema (`vicurl.settings.schema_defaults`)."""
+    import inspect
+
+    from vicurl import methods
+    from vicurl.curriculum import linear_beta, make_curriculum
+    from vicurl.settings import schema_defaults
+
+    for name, spec in methods.CURRICULA.items():
+        params = inspect.signature(methods.load(spec.implementation)).parameters.values()
+        assert [p.name for p in params if p.default is not inspect.Parameter.empty] == [], name
+        defaults = {k: v for k, v in schema_defaults("curricula", name).items() if k != "weight_kl"}
+        assert make_curriculum(name).params == defaults, name
+    assert [p for p in inspect.signature(linear_beta).parameters.values()
+            if p.name.startswith("beta") and p.default is not inspect.Parameter.empty] == []
 
 
 def test_unknown_keys_are_named_with_their_section():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from vicurl.algos.confidence import normalized_uncertainty, prompt_confidence
-from vicurl.curriculum import Batch, NoCurriculum, VICuRL, linear_beta, make_curriculum, quantile_threshold
+from vicurl.curriculum import Batch, NoCurriculum, linear_beta, make_curriculum, quantile_threshold
 
 
 def batch(conf, step=1, total=10, rewards=None):
@@ -18,12 +18,12 @@ def batch(conf, step=1, total=10, rewards=None):
 
 
 def test_linear_schedule_end_points():
-    assert linear_beta(1, 100) == pytest.approx(0.2)
-    assert linear_beta(100, 100) == pytest.approx(1.0)
-    assert linear_beta(50, 100) == pytest.approx(0.2 + 0.8 * 49 / 99)
+    assert linear_beta(1, 100, 0.2, 1.0) == pytest.approx(0.2)
+    assert linear_beta(100, 100, 0.2, 1.0) == pytest.approx(1.0)
+    assert linear_beta(50, 100, 0.2, 1.0) == pytest.approx(0.2 + 0.8 * 49 / 99)
     # annealing over the first half only, then flat at beta_end
-    assert linear_beta(50, 100, fraction=0.5) == pytest.approx(1.0)
-    assert linear_beta(26, 100, fraction=0.5) == pytest.approx(0.2 + 0.8 * 25 / 49)
+    assert linear_beta(50, 100, 0.2, 1.0, fraction=0.5) == pytest.approx(1.0)
+    assert linear_beta(26, 100, 0.2, 1.0, fraction=0.5) == pytest.approx(0.2 + 0.8 * 25 / 49)
 
 
 def test_quantile_threshold_hand_made():
@@ -46,13 +46,13 @@ def test_ties_can_exceed_beta():
 
 
 def test_vicurl_weights_are_mask_over_beta_hat():
-    cur = VICuRL(beta_start=0.2, beta_end=1.0)
+    cur = make_curriculum("vicurl", dict(beta_start=0.2, beta_end=1.0))
     b = batch([0.9, 0.1, 0.5, 0.7, 0.3, 0.8, 0.2, 0.6, 0.4, 0.0], step=1, total=10,
               rewards=[[1, 1], [0, 0], [0, 1], [1, 1], [0, 0], [1, 0], [0, 0], [1, 1], [0, 0], [0, 0]])
     sel = cur.select(b)
     # k = floor(0.8 x 10) = 8: c_(8) = 0.7 and above kept, 3 of 10: beta-hat = 0.3, weight 1/0.3
     assert sel.weights.tolist() == pytest.approx([10 / 3, 0, 0, 10 / 3, 0, 10 / 3, 0, 0, 0, 0])
-    scheduled = VICuRL(beta_start=0.2, beta_end=1.0, weight_by="scheduled").select(b)
+    scheduled = make_curriculum("vicurl", dict(beta_start=0.2, beta_end=1.0, weight_by="scheduled")).select(b)
     assert scheduled.weights.tolist() == pytest.approx([5, 0, 0, 5, 0, 5, 0, 0, 0, 0])  # 1/beta_t
     m = sel.metrics
     assert m["curriculum/beta_target"] == pytest.approx(0.2)

@@ -42,10 +42,22 @@ from vicurl.curriculum.vcrl import VCRL, normalized_variance
 
 
 def make_curriculum(name: str, params: dict[str, Any] | None = None) -> Curriculum:
-    """The curriculum ``name`` of the catalog (`vicurl.methods`), built with its config parameters."""
+    """The curriculum ``name`` of the catalog (`vicurl.methods`), built with its config parameters
+    over the schema's defaults (``curricula.<name>``; a key that sets the run rather than the
+    curriculum, soft_confidence's ``weight_kl``, stays out)."""
+    import inspect
+
+    from vicurl.settings import schema_defaults
+
     cls = methods.load(methods.curriculum(name).implementation)
     try:
-        return cls(**(params or {}))
+        defaults = schema_defaults("curricula", name)
+    except KeyError:  # a curriculum the schema does not describe (a test's toy)
+        defaults = {}
+    accepted = inspect.signature(cls).parameters
+    defaults = {k: v for k, v in defaults.items() if k in accepted}
+    try:
+        return cls(**{**defaults, **(params or {})})
     except TypeError as e:  # an unknown parameter: name it with the config key
         raise ValueError(f"curricula.{name}: {e}") from e
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,8 +41,7 @@ def nearest(difficulty: np.ndarray, target: float, n: int, rng: np.random.Genera
 
 
 class AdaRFT(Curriculum):
-    def __init__(self, target_start: float = 0.0, eta: float = 50.0, alpha: float = 2.0, target_reward: float = 0.5,
-                 difficulty_from: str = "offline"):
+    def __init__(self, target_start: float, eta: float, alpha: float, target_reward: float, difficulty_from: str):
         super().__init__(target_start=target_start, eta=eta, alpha=alpha, target_reward=target_reward,
                          difficulty_from=difficulty_from)
         if not D_MIN <= target_start <= D_MAX:

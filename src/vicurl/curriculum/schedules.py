@@ -9,7 +9,7 @@ from __future__ import annotations
 SCHEDULES = ("linear", "constant")
 
 
-def linear_beta(step: int, total_steps: int, beta_start: float = 0.2, beta_end: float = 1.0, fraction: float = 1.0) -> float:
+def linear_beta(step: int, total_steps: int, beta_start: float, beta_end: float, fraction: float = 1.0) -> float:
     """beta_t linear from beta_start at step 1 to beta_end at step T_curr, then flat."""
     t_curr = max(1, round(fraction * total_steps))
     if t_curr == 1:

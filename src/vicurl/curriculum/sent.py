@@ -19,7 +19,7 @@ from vicurl.curriculum.base import Curriculum
 
 
 class SENT(Curriculum):
-    def __init__(self, stages: int = 2):
+    def __init__(self, stages: int):
         super().__init__(stages=stages)
         if stages < 1:
             raise ValueError(f"curricula.sent.stages must be >= 1, got {stages}")

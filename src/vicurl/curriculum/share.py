@@ -39,8 +39,7 @@ class ShareCurriculum(Curriculum):
 
     tau_sign = 1.0
 
-    def __init__(self, beta_start: float = 0.2, beta_end: float = 1.0, fraction: float = 1.0, schedule: str = "linear",
-                 weight_by: str = "empirical"):
+    def __init__(self, beta_start: float, beta_end: float, fraction: float, schedule: str, weight_by: str):
         super().__init__(beta_start=beta_start, beta_end=beta_end, fraction=fraction, schedule=schedule, weight_by=weight_by)
         if not 0 < beta_start <= 1 or not 0 < beta_end <= 1:
             raise ValueError(f"curricula.{self.name}: beta_start and beta_end must lie in (0, 1], got {beta_start}, {beta_end}")
@@ -81,11 +80,7 @@ class VICuRL(ShareCurriculum):
 
 
 class StaticConfidence(VICuRL):
-    """Ablation: the most confident 20 % at every step (no annealing)."""
-
-    def __init__(self, beta_start: float = 0.2, beta_end: float = 1.0, fraction: float = 1.0, schedule: str = "constant",
-                 weight_by: str = "empirical"):
-        super().__init__(beta_start, beta_end, fraction, schedule, weight_by)
+    """Ablation: the most confident beta_start share (20 %) at every step (its schedule: constant)."""
 
 
 class ReverseConfidence(ShareCurriculum):

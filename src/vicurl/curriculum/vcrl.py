@@ -54,8 +54,7 @@ def normalized_variance(rewards: torch.Tensor, bounded: bool = True) -> torch.Te
 
 
 class VCRL(Curriculum):
-    def __init__(self, kappa_early: float = 0.3, kappa_late: float = 0.8, switch_step: int = 20,
-                 momentum: float = 0.9, max_replays: int = 2):
+    def __init__(self, kappa_early: float, kappa_late: float, switch_step: int, momentum: float, max_replays: int):
         super().__init__(kappa_early=kappa_early, kappa_late=kappa_late, switch_step=switch_step,
                          momentum=momentum, max_replays=max_replays)
         for key, v in (("kappa_early", kappa_early), ("kappa_late", kappa_late), ("momentum", momentum)):
