@@ -1,27 +1,15 @@
 """Prompts too long for the model a set is prepared for: measured in tokens, then dropped and
 counted, or refused. Never cut, never passed on.
 
-A cut question is another question (its gold answer may no longer follow from it), and a prompt
-a generator cannot hold fails deep inside it: a 10 MB question was accepted by the data
-preparation (which knows no model) and crashed generation with an allocation failure naming
-neither the set nor the row. So wherever a set meets a model, every prompt is measured there:
-
-======================================  ==========================================  ==============================
-where                                   most tokens a prompt may have               drop or refuse
-======================================  ==========================================  ==============================
-training (local and verl engines)       ``train.max_prompt_length``                 ``train.long_prompts``
-evaluation, prompt statistics           the model's context minus the response      ``datasets.<name>.on_bad_row``
-(transformers and vLLM generators)      budget (``eval.max_new_tokens``, ...)
-======================================  ==========================================  ==============================
-
-``drop`` keeps the rows that fit and reports the others (count, longest prompt, ids), ``fail``
-refuses the set with an error naming it, the limit's setting and the first rows. A set with rows
-of which none fits is refused either way: there is nothing to train or evaluate on.
-
-A prompt's length is the number of token ids the model is conditioned on
-(`vicurl.prompts.prompt_token_ids`) for the prompt `vicurl.prompts.build_prompts` renders: what
+Why: a cut question is another question (its gold answer may no longer follow from it), and a
+prompt a generator cannot hold fails deep inside it (a 10 MB question passed the data preparation,
+which knows no model, and crashed generation naming neither the set nor the row). So wherever a set
+meets a model every prompt is measured: training against ``train.max_prompt_length`` (policy
+``train.long_prompts``), generation against the context less the response budget (policy
+``datasets.<name>.on_bad_row``). A set of which no row fits is refused either way. A prompt's length
+is its token ids as the model is conditioned on them (``vicurl.prompts.prompt_token_ids``), what
 the CPU sampler, vLLM's token prompts and verl's rollout (its pass-through template adds no token)
-all feed the model.
+all feed it. See docs/configuration.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """Reward sources: pure functions over one group of rollouts, shared by both engines.
 
-the paper's reward sources. Each source maps one prompt's ``Group`` (its G response texts, plus
-what the source needs) to a ``GroupReward`` (one reward per rollout, whether the prompt stays
-in the update, and diagnostics):
-
-oracle          [paper]  1 if the answer is equivalent to the gold answer, else 0
-majority_vote   [TTRL]   1 if the answer is in the most frequent equivalence class, else 0
-entropy         [RENT]   minus the mean token entropy of the response under pi_old
-semantic        [EMPO]   the share of the group in the answer's equivalence class
-
-The catalog `vicurl.methods.REWARDS` names each source's function and what the engines ask of
-it (bounded rewards, which comparisons it makes). Answers are extracted and compared by the
-grader of the problem's answer type (``vicurl.grading.graders``), so voting and clustering use
-the same equivalence as evaluation (math-verify in worker processes, cached). ``group_rewards`` is what an engine calls for a whole
-batch: it first sends every comparison the batch needs to the worker pool at once, so the
-per-group functions only hit the cache.
+Each source maps one prompt's ``Group`` (its G response texts and what the source needs) to a
+``GroupReward`` (a reward per rollout, whether the prompt stays in the update, diagnostics):
+``oracle`` [paper], ``majority_vote`` [TTRL], ``entropy`` [RENT], ``semantic`` [EMPO]; the catalog
+`vicurl.methods.REWARDS` says what the engines ask of each. Answers are extracted and compared by
+the grader of the problem's answer type, so voting and clustering use the same equivalence as
+evaluation. ``group_rewards``, what an engine calls for a batch, first sends every comparison the
+batch needs to the worker pool at once, so the per-group functions only hit the cache. See
+docs/algorithms.md.
 """
 
 from __future__ import annotations

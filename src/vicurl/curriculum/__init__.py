@@ -1,22 +1,6 @@
-"""Prompt-selection curricula (VI-CuRL and the paper's baselines): one interface, both engines.
-
-The catalog `vicurl.methods` names each curriculum, its class and capabilities; this table says
-what each keeps.
-
-==================  ===========================================================  ===========
-name                what it keeps                                                module
-==================  ===========================================================  ===========
-none                every prompt (plain GRPO)                                    share
-vicurl              top-beta_t by confidence, beta_t annealed (the paper)        share
-reverse_confidence  bottom-beta_t by confidence                                  share
-random              a uniformly random beta_t share                              share
-length_first        the beta_t share with the shortest mean response length      share
-static_confidence   top 20 % by confidence at every step                         share
-soft_confidence     every prompt, weight c(x) / batch mean of c (static)          share
-vcrl                high reward-variance prompts, memory-bank replay             vcrl
-adarft              the B prompts nearest an adaptive target difficulty          adarft
-sent                low semantic entropy first, in two stages                    sent
-==================  ===========================================================  ===========
+"""Prompt-selection curricula (VI-CuRL and the paper's baselines): one interface (``base``), both
+engines. The catalog `vicurl.methods` names each curriculum, its class and capabilities;
+docs/configuration.md ("Curricula") says what each keeps.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """The one interface every curriculum implements, so both engines call the same code.
 
-A training step asks its curriculum three things:
-
-1. ``propose(step, default_ids)``: which prompts to roll out. Most curricula take the
-   engine's data order unchanged; AdaRFT and SENT choose their own (from per-prompt
-   statistics computed offline, see ``setup``).
-2. ``select(batch)``: after the rollouts, per-prompt weights. A kept prompt of a
-   beta-share curriculum weighs 1/beta-hat_t (the batch's kept share; ``weight_by: scheduled``:
-   1/beta_t), a dropped one 0, so the update estimates grad L_t of the paper:
-   g_hat = 1/|M| sum_j (w_j / beta_t) grad l_j, with beta_t estimated by beta-hat_t.
-   A selection may also ask for ``replay`` prompts (VCRL's memory bank): the engine rolls
-   them out with the current policy and calls ``after_replay`` for the final weights.
-3. ``observe(batch, selection)``: the step is done (AdaRFT moves its target difficulty).
-
-Weights are constants in the loss (stop-gradient), as eq. (masked) requires.
-Stateful curricula implement ``state_dict`` / ``load_state_dict`` so a resumed run
-continues exactly where it stopped.
+A step asks ``propose(step, default_ids)`` which prompts to roll out (AdaRFT and SENT choose their
+own from offline statistics, ``setup``), ``select(batch)`` the per-prompt weights after the
+rollouts, and ``observe(batch, selection)`` once the step is done (AdaRFT moves its target). A kept
+prompt of a beta-share curriculum weighs 1/beta-hat_t (the batch's kept share; ``weight_by:
+scheduled``: 1/beta_t), a dropped one 0, so the update estimates the paper's grad L_t: g_hat =
+1/|M| sum_j (w_j / beta_t) grad l_j. A selection may ask for ``replay`` prompts (VCRL's memory
+bank), rolled out with the current policy and then weighted by ``after_replay``. Weights are
+constants in the loss (stop-gradient), as eq. (masked) requires; stateful curricula implement
+``state_dict`` / ``load_state_dict`` so a resumed run continues exactly. See docs/configuration.md.
 """
 
 from __future__ import annotations

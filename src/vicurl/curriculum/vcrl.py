@@ -1,26 +1,17 @@
-"""VCRL (variance-based curriculum RL), the paper's oracle-reward baseline.
-
-Keeps the prompts whose group rewards vary most, relative to the largest variance G rewards
-in [0, 1] can have:
+"""VCRL (variance-based curriculum RL), the paper's oracle-reward baseline: keeps the prompts whose
+group rewards vary most, relative to the largest population variance G rewards in [0, 1] can have,
 
     p = Var(R_1..G) / Var_max(G),   Var_max = 1/4 (G even), (G^2 - 1) / (4 G^2) (G odd)
 
-(population variances), which for binary rewards and even G is 4 p_hat (1 - p_hat), p_hat
-the group's success rate. A prompt is kept when p >= kappa_t (kappa = 0.3 for the first 20
-steps, then 0.8). The slots of dropped prompts are refilled from a memory bank of kept
-(high-p) prompts, re-rolled with the current policy.
-
-Memory bank [orig where known, details ours]: every kept prompt enters the bank with priority
-0; each step every entry's priority moves P <- m P + (1 - m) * (steps since insertion),
-m = 0.9, so entries that waited longer are replayed first (ties: earlier insertion, then id);
-an entry is replayed at most twice, then leaves the bank. Prompts of the current batch and
-prompts inserted this step are never replayed in the same step. Replayed prompts are kept
-whatever their new p. The update averages over the kept and replayed prompts (weight
-(B + r) / (K + r) on each of them, K kept of B, r replayed): VCRL drops the other prompts
-from the batch, which this reproduces with the engines' fixed normalizer.
-
-Continuous rewards (RENT's negative entropy) [ours]: each group's rewards are mapped to
-[0, 1] by min-max within the group before computing p (a group with equal rewards has p = 0).
+(4 p_hat (1 - p_hat) for binary rewards and even G), kept when p >= kappa_t (0.3 for the first 20
+steps, then 0.8). Dropped slots are refilled from a memory bank of kept prompts, re-rolled with the
+current policy [orig where known, details ours]: a kept prompt enters with priority 0, each step
+P <- m P + (1 - m) * (steps since insertion), m = 0.9, the highest replayed first (ties: earlier
+insertion, then id), at most twice; prompts of the current batch or inserted this step are never
+replayed in the same step, and a replayed prompt is kept whatever its new p. The update averages
+over kept and replayed prompts (weight (B + r) / (K + r) each, K kept of B, r replayed): VCRL drops
+the other prompts, which the engines' fixed normalizer reproduces this way. Continuous rewards
+(RENT's) [ours]: min-max mapped to [0, 1] within the group first (equal rewards: p = 0).
 """
 
 from __future__ import annotations

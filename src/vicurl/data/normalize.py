@@ -1,20 +1,12 @@
 """Per-source normalizers: one raw row of a source -> one row of the normalized schema.
 
-A normalizer is a pure function ``fn(raw, ctx) -> row`` (``row`` from ``schema.make_row``).
-It never evaluates dataset text; it only renames fields, canonicalizes gold answers and
-moves everything else into ``metadata``. It signals the two ways a row can leave the set:
-
-- ``Skip(reason)``: a documented filter of the source (a DeepScaleR row without an answer, a
-  TheoremQA question that needs an image, a WebInstruct row of category Mathematics). Always
-  dropped and counted in the manifest under ``reason``.
-- ``BadRow(reason, message)``: the row is malformed (a missing field, an empty question, an
-  answer letter outside the options). Dropped and counted, or fatal, by
-  ``datasets.{name}.on_bad_row``; the message names the field.
-
-Choices the sources leave open are made here and documented at each function:
-ids are the source's own id when it has one, else the row's 0-based position in the loaded
-source; numbers stored as floats (AMC's ``27.0``) become ``"27"``; OlympiadBench's list of
-answers is joined with ", " into one gold string and kept as a list in metadata.
+A normalizer is a pure function ``fn(raw, ctx) -> row`` (``schema.make_row``) that never evaluates
+dataset text: it renames fields, canonicalizes gold answers and moves everything else into
+``metadata``. A row leaves the set in one of two ways: ``Skip(reason)``, a documented filter of the
+source (always dropped, counted in the manifest under ``reason``), or ``BadRow(reason, message)``,
+a malformed row (dropped and counted, or fatal, by ``datasets.{name}.on_bad_row``; the message
+names the field). Choices the sources leave open are made, and documented, at each function; the
+per-source table: docs/datasets.md.
 """
 
 from __future__ import annotations

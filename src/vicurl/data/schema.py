@@ -1,22 +1,17 @@
 """The one normalized schema every prepared dataset is written in (one parquet per set).
 
-Columns
--------
 id          str   stable row id, unique within the set
 source      str   dataset name the row came from (e.g. ``arith_train``, ``math500``)
 question    str   the problem text, without any prompt template
 answer      str   gold answer as text (what the grader compares against)
 solution    str   worked solution ("" when the source has none)
-answer_type str   how to grade: ``math`` | ``multiple_choice`` | ``float`` | ``integer``
-                  | ``bool`` | ``list`` | ``option`` | ``text``
+answer_type str   how to grade: one of ``ANSWER_TYPES`` (``vicurl.grading.graders``)
 options     list[str]  answer options for multiple choice ([] otherwise)
 metadata    str   JSON object with anything else (difficulty level, subject, ...)
 
-``multiple_choice`` rows carry their options in ``options`` and the gold answer is the letter
-of the correct one (``A`` = ``options[0]``); the prompt shows the options as lettered lines.
-``option`` rows (TheoremQA, WebInstruct) have the options written inside the question and a
-gold such as ``(c)``. ``text`` is a free-form answer no rule-based grader checks (WebInstruct's
-String/Other types, present only when a config keeps them).
+A ``multiple_choice`` gold is the letter of the correct option (``A`` = ``options[0]``); ``option``
+rows (TheoremQA, WebInstruct) have the options inside the question and a gold such as ``(c)``;
+``text`` is a free-form answer no rule-based grader checks. See docs/datasets.md.
 """
 
 from __future__ import annotations

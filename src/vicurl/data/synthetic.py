@@ -1,27 +1,17 @@
 """Synthetic arithmetic reasoning task with graded difficulty (the CPU demo's dataset).
 
-A problem is a left-to-right chain of additions and subtractions, e.g.
-``Compute 23 + 45 - 7.``; its worked solution writes every partial result in the paper's
-response format::
+A problem is a left-to-right chain of additions and subtractions (``Compute 23 + 45 - 7.``); its
+solution writes every partial result in the paper's response format::
 
     <think>23 + 45 = 68. 68 - 7 = 61.</think> The answer is \\boxed{61}.
 
-A split may write a share ``unboxed`` of its solutions without the box (``The answer is 61.``),
-as base models often do. Supervised on such a corpus, the demo's base model sometimes forgets
-the box, which the paper's graders score as no answer: a habit that RL with a reward that
-needs an extractable answer (oracle, majority vote) unlearns, besides sharpening the
-arithmetic itself. Which rows are unboxed is drawn from a stream of its own, so changing
-``unboxed`` never changes the problems.
-
-Difficulty grows with the level (``LEVELS``): more operations (1 to 4), larger operands,
-and at levels 5-6 carries and borrows (levels 1-4 are digit-wise arithmetic). Solutions are
-at most ~58 tokens of the tiny model's tokenizer (level 6), ~14 at level 1.
-Partial results never go negative (a subtraction draws a subtrahend no larger than the
-running total), so the left-to-right chain is also the conventional value of the
-expression and every intermediate number is a plain non-negative integer.
-
-Everything is deterministic given the seed: each set draws from its own
-``random.Random(seed)``; the global RNG is never touched.
+Partial results never go negative, so the chain is also the conventional value of the expression.
+Levels (``LEVELS``) add operations (1 to 4), larger operands and, at 5-6, carries and borrows;
+solutions take ~14 (level 1) to ~58 (level 6) tokens of the tiny model. A split may write a share
+``unboxed`` of its solutions without the box, as base models often do: a habit RL with an
+extractable-answer reward unlearns; which rows is drawn from a stream of its own, so changing
+``unboxed`` never changes the problems. Each set draws from its own ``random.Random(seed)``; the
+global RNG is never touched.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """The local engine: GRPO + curriculum in one process (the demo and the tests on the CPU).
 
-One training step (paper, Algorithm 1):
-  1. sample B prompts, G rollouts each from pi_old (transformers ``generate``)
-  2. one forward pass of pi_old gives old log-probs and per-token entropies; pi_ref gives ref log-probs
-  3. rewards per group (`vicurl.rewards.group_rewards`), group-normalized advantages (verl core_algos)
-  4. the curriculum turns confidences into per-prompt weights w_j / beta-hat_t
-  5. PPO epochs over mini-batches of prompts, micro-batches of sequences, AdamW
-
-Every random draw is seeded from (seed, step), so a run resumed from a checkpoint ends with
-exactly the numbers of an uninterrupted one.
-
-Steps 1-3 are `vicurl.engines.rollout.RolloutScorer` (the variance probes score rollouts with it
-too), the math of 3-4 the pure functions of `vicurl.engines.step`; the trainer drives them, and
-owns the optimizer, the curriculum's state and the checkpoints.
-
-Devices: the policy and the reference live on ``device`` in float32; on CUDA rollouts are drawn
-from a bf16 copy of the policy (`vicurl.engines.rollout`). Rollouts, log-probs, rewards and
-advantages are CPU tensors whatever the device.
+One training step is the paper's Algorithm 1: B prompts, G rollouts each from pi_old; old and
+reference log-probs and entropies; rewards per group and group-normalized advantages
+(`vicurl.engines.rollout.RolloutScorer`, which the variance probes share); the curriculum's weights
+w_j / beta-hat_t (`vicurl.engines.step`); PPO epochs over mini-batches of prompts with AdamW. The
+trainer owns the optimizer, the curriculum's state and the checkpoints; every random draw is seeded
+from (seed, step), so a resumed run ends with exactly an uninterrupted one's numbers
+(docs/resume.md). On CUDA the policy and reference stay float32 and rollouts come from a bf16 copy;
+rollouts, log-probs, rewards and advantages are CPU tensors whatever the device.
 """
 
 from __future__ import annotations

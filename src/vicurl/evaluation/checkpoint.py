@@ -1,20 +1,13 @@
 """Grade and score a run's evaluated checkpoints: every benchmark of every checkpoint, in one job.
 
-``grade_checkpoint(samples, problems, ks, identity)`` takes each benchmark's sample records and
-its problems table and returns the graded samples of all of them in one frame (``benchmark``
-column first) and one score record per benchmark (``score.score`` plus ``identity`` and the
-benchmark). The numbers are those of grading each benchmark alone: a benchmark's samples meet
-only its own problems.
-
-Problems that generation dropped because their prompt was too long for the model (``dropped``:
-their number per benchmark, from the sample files' metadata, ``records.read_meta``) have no
-samples: they are neither graded nor scored as wrong, and the score record counts them
-(``n_long_prompts_dropped``, next to ``n_problems``, the problems scored).
-
-``grade_run(checkpoints, problems, ks, identity)`` does this for each (step, samples) of a run, one
-checkpoint in memory at a time, and returns the verdicts of all of them (``VERDICT_COLUMNS``: the
-graded samples without the response text, which stays in the checkpoints' sample files) and one
-score record per (step, benchmark).
+``grade_checkpoint(samples, problems, ks, identity)``: the graded samples of all benchmarks in one
+frame (``benchmark`` first) and one score record per benchmark (``score.score`` plus ``identity``),
+the numbers of grading each benchmark alone (its samples meet only its own problems). Problems
+generation dropped for a too-long prompt (``dropped``, from ``records.read_meta``) are neither
+graded nor scored as wrong, and counted (``n_long_prompts_dropped`` beside ``n_problems``).
+``grade_run`` does this per (step, samples) of a run, one checkpoint in memory at a time, and
+returns the verdicts (``VERDICT_COLUMNS``: without the response text, which stays in the sample
+files) and one score record per (step, benchmark).
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """Grade sampled responses against the gold answers (no model text is ever evaluated).
 
-``grade_records(samples, problems)`` joins the sample records (``problem_id``) with the
-normalized problems table (``id``) and adds three columns:
-
-extracted  str or None  the answer the grader pulled out of the response (None: nothing found)
-correct    bool         the extracted answer matches the gold answer
-no_answer  bool         nothing extractable (``extracted is None``); always scored incorrect
-
-Grading is dispatched on the problem's ``answer_type`` through ``GRADERS``, a dict from
-answer type to a *batch* grader ``fn(texts, problems) -> list[(extracted, correct)]`` where
-``problems`` is the list of problem rows (dicts with the schema's columns). Every schema answer
-type has one (``vicurl.grading.graders``: math, multiple_choice, option, bool, integer, float,
-list); batch graders let the math grader send its undecided pairs to the worker pool at once.
-``register_grader`` adds or replaces one; ``per_item`` wraps a function of one
-``(text, problem)``. An answer type without a grader is an error naming the type and a problem
-id; so is a sample whose problem id is unknown.
+``grade_records`` joins the samples (``problem_id``) with the normalized problems (``id``) and adds
+``extracted`` (None: nothing found), ``correct`` and ``no_answer`` (always scored incorrect).
+Grading dispatches on ``answer_type`` through ``GRADERS``: per type a *batch* grader
+``fn(texts, problems) -> list[(extracted, correct)]`` (``vicurl.grading.graders``), so the math
+grader can send its undecided pairs to the worker pool at once. ``register_grader`` adds or
+replaces one, ``per_item`` wraps a one-response function. An answer type without a grader, or a
+sample whose problem id is unknown, is an error naming it. See docs/evaluation.md.
 """
 
 from __future__ import annotations

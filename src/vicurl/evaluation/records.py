@@ -6,15 +6,11 @@ text        str   decoded response (special tokens removed)
 n_tokens    int   response tokens up to and including the first EOS (max_new_tokens if truncated)
 truncated   bool  no EOS within ``max_new_tokens``
 
-Both generation paths (transformers on CPU, vLLM on GPUs) write these columns. How the files are
-cut follows `eval.generate_per` (`vicurl.evaluation.jobs`): a checkpoint's file holds every
-benchmark's records, with a ``benchmark`` column in front; a run's file every checkpoint the run
-owns, with a ``step`` column in front of that. A file's metadata (``read_meta``) says what
-generation left out: ``long_prompts``, per benchmark, the report of `vicurl.long_prompts.fit_sets`
-(problems whose prompt the model's context could not hold with the response budget, dropped and
-counted; grading scores the others and records the count); a run's file keeps one such entry per
-step under ``steps``.
-This module imports neither torch nor transformers, so grading jobs start fast.
+Both generation paths write these columns; a checkpoint's file (``eval.generate_per``) adds a
+``benchmark`` column in front, a run's file a ``step`` column before that. A file's metadata
+(``read_meta``) keeps, per benchmark, the `vicurl.long_prompts.fit_sets` report of the problems
+dropped for a prompt too long (a run's file: one entry per step under ``steps``). This module
+imports neither torch nor transformers, so grading jobs start fast.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
-"""Sample ``n`` responses per benchmark problem with vLLM (GPU clusters; the `vllm` conda env).
+"""Sample ``n`` responses per benchmark problem with vLLM (GPU clusters; the `vllm` conda env),
+writing exactly the records of the CPU path (``records.RECORD_COLUMNS``; ``n_tokens``: vLLM's count
+of the completion's ids; ``truncated``: finish reason "length"), so grading never knows which
+engine generated.
 
-Writes exactly the records of the CPU path (``records.RECORD_COLUMNS``), so grading and
-scoring never know which engine generated:
-
-problem_id, sample_idx  the problem's id, 0 .. n-1
-text                    the completion's text
-n_tokens                generated tokens (vLLM's count of the completion's token ids)
-truncated               the completion stopped at ``max_new_tokens`` (finish reason "length")
-
-Prompts are built by the same ``build_prompt`` as training (the paper's template, the
-tokenizer's chat template where the config asks for it) and handed to vLLM as token ids
-(``prompt_token_ids``, vLLM's TokensPrompt), tokenized as training and the CPU sampler tokenize
-them: without special tokens. A string prompt would be tokenized by vLLM with special tokens,
-which puts a second BOS in front of Llama's chat template and an unseen one in front of
-R1-Distill's prompts. Each problem's request carries its own
-seed (``seed`` + its position in its benchmark), so the samples of a problem do not depend on which
-other problems (or benchmarks) share the batch, and a rerun reproduces them.
+Prompts are built by the same ``build_prompt`` as training and handed to vLLM as token ids
+(``tokens_prompt``), tokenized as training and the CPU sampler tokenize them, without special
+tokens: a string prompt would be tokenized by vLLM with them, putting a second BOS in front of
+Llama's chat template and an unseen one in front of R1-Distill's prompts. Each problem's request
+carries its own seed (``seed`` + its position in its benchmark), so its samples do not depend on
+which other problems share the batch, and a rerun reproduces them.
 """
 
 from __future__ import annotations

@@ -3,19 +3,12 @@
     is_equiv(pred, gold)        one pair
     equiv_many([(pred, gold)])  many pairs; the undecided ones go to the worker pool in parallel
 
-Order of the checks:
-
-1. normalized strings equal (``normalize``: spacing, ``\\text{}``, ``\\dfrac``, degrees, ``x =``);
-2. both sides plain numbers (integers, decimals, ``a/b``, ``\\frac{a}{b}``): decided here, with
-   math-verify's own rule so both paths agree: exact rational equality, or equality after
-   rounding to 6 decimals when either side is written as a decimal (``0.5 == 1/2``);
-3. otherwise math-verify's LaTeX parser and sympy comparison in a worker process with a hard
-   per-item timeout (``vicurl.grading.symbolic``). Answers longer than ``MAX_SYMBOLIC_CHARS``
-   are not sent (no gold answer in the benchmarks is longer than 200 characters).
-
-Results are cached per (pred, gold) pair, timeouts included, so a pathological answer costs its
-timeout once. Nothing here evaluates model text: no eval/exec/sympify, only string work here and
-math-verify's own LaTeX parser (with its Python-expression extractor disabled) in the workers.
+Checks in order: normalized strings (``normalize``); plain numbers, decided here with math-verify's
+own rule so both paths agree (exact rational equality, or after rounding to 6 decimals when a side
+is a decimal); else math-verify in a worker (``vicurl.grading.symbolic``). Answers longer than
+``MAX_SYMBOLIC_CHARS`` are not sent (no benchmark gold is longer than 200 characters). Verdicts are
+cached per (pred, gold), timeouts included, so a pathological answer costs its timeout once.
+Nothing here evaluates model text. See docs/evaluation.md ("Grading and rewards").
 """
 
 from __future__ import annotations

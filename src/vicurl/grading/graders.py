@@ -1,31 +1,15 @@
 """One grader per answer type of the normalized schema (``vicurl.data.schema.ANSWER_TYPES``).
 
-An ``AnswerType`` says three things, used alike by evaluation (answer vs gold) and by the
-verifier-free rewards (answer vs answer, for voting and clustering):
-
-``extract(text, problem)``  the model's answer as a string, or None ("no answer": scores 0)
-``gold(problem)``           the gold answer in the same form
-``same(pairs, problems)``   for a batch of (answer, reference): are they equivalent?
-
-| type            | extraction                                   | comparison                          |
-|-----------------|----------------------------------------------|-------------------------------------|
-| math            | last ``\\boxed{}`` only (the paper's oracle); every box of the final answer when the gold has several parts | ``equiv`` (fast paths, math-verify); part by part for a several-part gold (``parts``) |
-| multiple_choice | letter A-J from box / "answer is (C)" / lone | same letter (gold: a letter)        |
-| option          | as multiple_choice (TheoremQA's "(a)"-"(d)") | same letter, case-insensitive       |
-| bool            | box / "answer is" -> True / False            | same value                          |
-| integer         | box / "answer is"                            | the same integer [ours]             |
-| float           | box / "answer is"                            | within 4 % of gold [TheoremQA]      |
-| list            | box(es) / "answer is" -> numbers             | same length, sorted, element-wise [TheoremQA] |
-| text            | box / "answer is"                            | the same words [ours]               |
-
-The TheoremQA rules (4 % relative tolerance, sorted lists) are its official
-``compare_answer_with_groundtruth`` [orig]; integers must match exactly (stricter than its
-rounding). A numeric answer written as LaTeX the plain parser cannot read
-(``\\frac{\\sqrt{3}}{2}``, ``2\\pi``) is evaluated by sympy in the worker pool. A gold answer that
-is not numeric at all falls back to the math comparison, so loaders of other sets (WebInstruct)
-can use these types without breaking. ``text`` (WebInstruct's String / Other answers, kept only
-when a config asks) gets the weakest honest rule: the same words after normalization,
-never math equivalence (sympy would read "ab" and "ba" as equal products).
+An ``AnswerType`` gives ``extract(text, problem)`` (the answer string, or None: "no answer", scores
+0), ``gold(problem)`` and ``same(pairs, problems)``, used alike by evaluation (answer vs gold) and by
+the verifier-free rewards (answer vs answer). Math reads the last ``\\boxed{}`` (the paper's oracle;
+every box of the final answer for a several-part gold, ``parts``) and compares with ``equiv``;
+multiple_choice / option a letter (box, "answer is (C)", a lone letter; option case-insensitive);
+bool, integer, float, list, text the box or "answer is". Float within 4 % and sorted lists are
+TheoremQA's official ``compare_answer_with_groundtruth`` [orig]; integers must match exactly [ours,
+``close_number``]. A gold that is not numeric falls back to the math comparison, so loaders of other
+sets (WebInstruct) can use these types; ``text`` compares words only, never math equivalence (sympy
+would read "ab" and "ba" as equal products). See docs/evaluation.md ("Grading and rewards").
 """
 
 from __future__ import annotations

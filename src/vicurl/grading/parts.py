@@ -5,23 +5,11 @@
     answers_equiv(pairs)    equivalence of (answer, reference) pairs, part-wise where the reference
                             has several parts, else ``equiv.equiv_many``
 
-Part-wise comparison, where the reference has k > 1 parts (a set written ``\\{1, -2\\}`` counts as its
-elements), by what the reference is:
-
-* a set of solutions (``as_set``: the free-form math answers, unless the reference repeats a part):
-  every reference part has an equivalent answer part and every answer part an equivalent reference
-  part, so an answer may list a solution twice (``(1, 2), (1, 2), (3, 4)`` == ``(1, 2), (3, 4)``)
-  but not miss one or add another (``1, 1`` != ``1, -2``);
-* a list (``as_set=False``: the list answer type, OlympiadBench's multiple answers, and a reference
-  that repeats a part): each reference part matched by a different equivalent answer part, so the
-  answer has exactly k parts, in any order (``69, 84`` == ``84, 69``);
-* labeled references (every part ``name = value``: ``k = 45``, ``f(n) = n``): parts are grouped by
-  label, and the values of one label are compared as above (``f(x) = x, f(x) = -x`` is the set of
-  solutions of f); an answer whose parts are all labeled must have the same labels; an unlabeled
-  answer is the values of a reference with one label, or else read in the reference's order.
-
-Each part is compared by ``equiv`` (normalized strings, exact numbers, math-verify in workers);
-all part comparisons of a batch go to the worker pool at once.
+A several-part reference is a set of solutions (each part covered both ways, repeats allowed), a
+list (the list answer type, or a reference that repeats a part: a bijection), or labeled parts
+(grouped by label, each label's values compared as above); docs/evaluation.md ("Several parts")
+has the rules with examples. Each part is compared by ``equiv``, and all part comparisons of a
+batch go to the worker pool at once.
 """
 
 from __future__ import annotations

@@ -1,28 +1,16 @@
 """math-verify in worker processes with a hard per-item timeout.
 
-Why processes, and why not ``multiprocessing``:
-
-* math-verify's own timeouts use ``signal.alarm``: they fail outside the main thread, and its
-  ``TimeoutException`` derives from ``BaseException`` (a plain ``except Exception`` misses it).
-* sympy can spend minutes inside C code (``9^{9^{9^{9}}}``) where no signal gets through. The only
-  timeout that always holds is killing the process; the pool then starts a fresh worker.
-* ``multiprocessing``'s spawn / forkserver start methods re-import the parent's ``__main__``, which
-  for a Snakemake ``script:`` is the rule's script itself. Plain subprocesses running
-  ``python -m vicurl.grading._worker`` import nothing of the caller.
-
-Protocol: one JSON object per line on stdin / stdout. Requests ``{"op": "equiv", "pred", "gold"}``
-(math-verify's ``verify(parse(gold), parse(pred))``) and ``{"op": "float", "expr"}`` (the numeric
-value of a LaTeX expression, for the TheoremQA graders). A worker prints ``ready`` once its imports
-are done; the per-item clock starts when an item is handed to a ready worker.
-
-Safety: the worker parses with math-verify's LaTeX extractor only (its ``ExprExtractionConfig``
-would call sympy's ``parse_expr``, which is Python ``eval``), and disables ``parse_expr`` in
-math-verify and latex2sympy outright, so model text can never reach ``eval``. Its address space
-is capped (``_worker.WORKER_MEMORY_BYTES``) so a huge expansion fails with MemoryError instead of
-swapping the machine.
-
-Settings: ``configure(workers=, timeout=)`` or the environment variables
-``VICURL_GRADER_WORKERS`` (default min(4, CPUs)) and ``VICURL_GRADER_TIMEOUT`` (seconds, default 10).
+Why processes: math-verify's own timeouts use ``signal.alarm``, which fails outside the main thread,
+and its ``TimeoutException`` is a ``BaseException`` (``except Exception`` misses it); sympy can spend
+minutes in C code (``9^{9^{9^{9}}}``) where no signal gets through, so the only timeout that always
+holds is killing the worker (the pool starts a fresh one). Why not ``multiprocessing``: its spawn /
+forkserver methods re-import the parent's ``__main__``, for a Snakemake ``script:`` the rule's
+script; ``python -m vicurl.grading._worker`` imports nothing of the caller. Protocol: one JSON
+object a line, ``{"op": "equiv", "pred", "gold"}`` (``verify(parse(gold), parse(pred))``) or
+``{"op": "float", "expr"}`` (a LaTeX value, for TheoremQA); a worker prints ``ready`` after its
+imports, and an item's clock starts when a ready worker gets it. The safety
+measures (LaTeX parsing only, ``parse_expr`` disabled, memory capped) are in ``_worker``; settings
+(``configure``, ``VICURL_GRADER_WORKERS``, ``VICURL_GRADER_TIMEOUT``): docs/evaluation.md.
 """
 
 from __future__ import annotations

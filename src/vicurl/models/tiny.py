@@ -1,23 +1,16 @@
-"""The CPU demo's base model: a byte-level BPE tokenizer and a tiny Llama trained from scratch.
+"""The CPU demo's base model: a byte-level BPE tokenizer and a tiny Llama trained from scratch,
+saved in Hugging Face format so the pipeline loads it like a hub model (``build_base_model``).
 
-``build_base_model`` trains the tokenizer on the SFT prompts and solutions, builds a small
-``LlamaForCausalLM``, fine-tunes it on ``prompt + solution + EOS`` (loss on the response
-only) and saves both in Hugging Face format, so the rest of the pipeline loads it with
-``AutoModelForCausalLM`` / ``AutoTokenizer`` exactly like a hub model.
-
-Tokenization: digits are always single tokens (``Digits(individual_digits=True)``); every
-other run of characters is byte-level BPE, which may merge across spaces (the fixed
-instruction text becomes a handful of tokens, keeping CPU sequences short). Byte-level
-encoding makes ``decode(encode(x)) == x`` for any text. Prompt and response are encoded
-separately and concatenated, exactly as generation sees them (prompt encoded alone,
-response generated token by token).
-
-SFT recipe (calibrated on one CPU thread, see ``DEFAULT_CFG``; ``measurements/tiny_calibration.py``
-prints the numbers): examples are packed into rows (no compute on padding), the loss is
-averaged per example (long, hard solutions do not drown out the short ones) and batches
-follow a length curriculum (the shortest third first, then a growing pool). Without the last two a model this small learns neither easy
-nor hard problems within the time budget; with them it gets the easy levels mostly right
-and the hard ones mostly wrong, which is what the RL stage needs.
+Tokenization: digits are always single tokens; every other run of characters is byte-level BPE,
+which may merge across spaces (the fixed instruction text becomes a handful of tokens, keeping CPU
+sequences short) and makes ``decode(encode(x)) == x`` for any text. Prompt and response are encoded
+separately and concatenated, exactly as generation sees them. SFT recipe (``DEFAULT_CFG``,
+calibrated on one CPU thread; ``measurements/tiny_calibration.py`` prints the numbers): the loss on
+the response only, examples packed into rows, the loss averaged per example (long, hard solutions
+do not drown out short ones) and a length curriculum (the shortest third first, then a growing
+pool). Without the last two a model this small learns neither easy nor hard problems within the
+time budget; with them it gets the easy levels mostly right and the hard ones mostly wrong, which
+is what the RL stage needs.
 """
 
 from __future__ import annotations

@@ -1,25 +1,15 @@
 """One variance probe of a training run at one checkpoint (the paper's Figures "variance ratio" and
-"absolute variance").
+"absolute variance"); what it measures: docs/configuration.md ("Variance probes").
 
-The checkpoint after ``step`` updates is the policy pi_old of training step ``step + 1``. On a
-batch of prompts (a seeded draw from the training set per run seed, the same at every step of a
-run, so the seeds' spread includes the sampling of prompts), it draws K rollouts per prompt at the training temperature and scores them exactly as training
-does (the local engine's own `vicurl.engines.rollout.RolloutScorer`: rewards, advantages
-normalized within the K rollouts, confidences). The run's curriculum then selects, as training step ``step + 1`` would, and the
-action and problem variances of the per-rollout gradients (``variance.py``) are estimated on
-the kept prompts and on the full batch, each also restricted to the informative prompts
-(unequal rewards). The record keeps the per-prompt quantities the estimates are functions of
-(``per_prompt``: each prompt's action variance, the Gram matrix of the prompt means, its kept and
-informative flags, confidence and mean reward), so the report can bootstrap over prompts.
-
-g(x, y_k) is the gradient of rollout k's term of the training surrogate, 1/T_k sum_t [clipped
-ratio term - beta_KL KL_t] (weight 1: the components are properties of the prompts, the 1/beta_t
-weight only rescales the estimator), at theta = theta_old. The reference policy is the run's
-initial model.
-
-On a GPU (``device``, ``vicurl.devices``) the rollouts are drawn from a bf16 copy of the
-checkpoint (as verl's vLLM draws them) and everything compared (old log-probs, gradients, their
-squared distances) is float32/float64 as on the CPU, where the numbers are unchanged.
+The checkpoint after ``step`` updates is pi_old of training step ``step + 1``: K rollouts per probe
+prompt are scored exactly as training scores them (`vicurl.engines.rollout.RolloutScorer`), the
+run's curriculum selects as at step ``step + 1``, and ``variance`` estimates on kept / full. The
+probe batch is a seeded draw per run seed, the same at every step, so the seeds' spread includes
+the sampling of prompts. g(x, y_k) is the gradient of rollout k's term of the surrogate, 1/T_k
+sum_t [clipped ratio term - beta_KL KL_t], at theta_old with weight 1 (the variance components are
+properties of the prompts; the 1/beta_t weight only rescales the estimator); the reference policy
+is the run's initial model. On a GPU the rollouts come from a bf16 copy (as verl's vLLM draws them)
+while everything compared stays float32/float64, as on the CPU.
 """
 
 from __future__ import annotations

@@ -1,34 +1,15 @@
-"""Monte-Carlo estimates of the two variance components of Theorem "Variance Decomposition".
-
-Paper, section "Does VI-CuRL Really Reduce Variance?": with K rollouts per prompt and a set of
-prompts S (the curriculum-kept subset, or the full batch),
+"""Monte-Carlo estimates of the two variance components of Theorem "Variance Decomposition"
+(paper, section "Does VI-CuRL Really Reduce Variance?"), with K rollouts per prompt x in a set S:
 
     sigma2_hat(S) = 1/|S| sum_{x in S} Var_hat_{y|x}( g(x, y) )      (action variance)
     V_hat(S)      = Var_hat_{x in S}( g_bar(x) ),  g_bar(x) = 1/K sum_k g(x, y_k)   (problem variance)
 
-Var_hat is the unbiased sample variance of vectors (trace of the covariance: mean squared
-distance to the sample mean, divided by n - 1). g(x, y_k) is the gradient of rollout k's term of
-the training surrogate (its advantage normalized within the K rollouts of x).
-
-Each estimate is taken over four subsets of the batch (``SUBSETS``): the full batch, the kept
-prompts, and each restricted to the *informative* prompts, those whose K rewards are not all equal.
-A group of equal rewards has advantage 0 and contributes no policy-gradient term (only the small
-KL term), so how many such groups a subset holds moves both estimates (``vicurl.report.probe_stats.decompose``).
-
-Both estimates are functions of two per-prompt quantities, ``within`` (each prompt's sample
-variance of its K gradients) and the Gram matrix of the prompt means (``from_moments``); a subset
-is a 0/1 weight vector over prompts, a bootstrap draw a vector of counts.
-
-Three ways to compute the same numbers:
-
-* ``from_gradients``: every per-rollout gradient in memory, (P, K, d). Exact; for small models.
-* ``streaming``: exact too, with a constant number of gradient-sized vectors in memory
-  (two passes: the means first, then each gradient's squared distance to its mean), at the cost
-  of P + 2 extra backward passes. For large models; the vectors may be lists of per-parameter
-  tensors, never flattened.
-* ``CountSketch``: each gradient compressed to R numbers by a seeded count sketch
-  (coordinate j goes to bucket h(j) with sign s(j)); squared norms, hence the estimates'
-  numerators, are unbiased (E ||S v||^2 = ||v||^2). Cheapest in memory and time; approximate.
+Var_hat is the unbiased sample variance of vectors (trace of the covariance, over n - 1); g(x, y_k)
+the gradient of rollout k's term of the training surrogate. Each is taken over ``SUBSETS``: the full
+batch, the kept prompts, and each restricted to the informative prompts (unequal rewards; an
+equal-reward group has advantage 0 and adds only its KL term). ``from_gradients`` is exact with every
+gradient in memory, ``streaming`` exact with O(1) gradient vectors (P + 2 extra backward passes),
+``CountSketch`` approximate; see docs/configuration.md ("Variance probes") and docs/algorithms.md.
 """
 
 from __future__ import annotations

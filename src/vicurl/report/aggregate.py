@@ -1,27 +1,14 @@
-"""Aggregate per-seed benchmark scores across seeds, the way the paper reports them.
+"""Aggregate per-seed benchmark scores across seeds, the way the paper reports them: "mean $\\pm$
+std" is ACROSS TRAINING SEEDS (each seed's run scored on its own, pass@k averaged over problems),
+not across samples.
 
-Tables report "mean $\\pm$ std" ACROSS TRAINING SEEDS (not across samples): every seed's run
-is scored on its own (pass@k over the n samples per problem, averaged over problems), and
-those per-seed numbers are then summarized.
-
-Rules
------
-* ``std`` is the sample standard deviation across seeds (ddof = 1). With a single seed it is
-  reported as 0.0 (there is no spread to estimate); ``n_seeds`` says how many seeds a cell has,
-  so a reader or a table can tell a single-seed 0.0 from a real one.
-* ``min`` / ``max`` across seeds are kept for figure bands.
-* The "average" column (benchmark ``AVERAGE``): for EACH SEED the plain mean of the metric over
-  the benchmarks of the group, THEN the mean (and min, max) of those per-seed averages across
-  seeds. A seed enters the average only when it has a value for every benchmark being averaged
-  (default: every benchmark any seed of the group has; or ``average_over``), so an average is
-  never computed from a partial set of benchmarks. A group where no seed is complete gets no
-  average row. Its std, by ``average_std``:
-    - ``"benchmarks"`` (the paper's convention, the default): the mean of the averaged
-      benchmarks' stds across seeds. In 100 of the paper's 103 rows with an Average
-      "mean $\\pm$ std" the printed std is this (e.g. stds 1.7, 0.7, 3.0, 0.2, 0.5, 0.3 -> 1.1);
-    - ``"seeds"``: the std of the per-seed averages (the spread of the row's average itself,
-      smaller when the benchmarks' seed-to-seed deviations cancel).
-* Missing (NaN) metric values are dropped, never filled.
+``std`` is ddof = 1, and 0.0 for a single seed (``n_seeds`` tells it from a real 0.0); ``min`` /
+``max`` are kept for figure bands; NaN values are dropped, never filled. The average (benchmark
+``AVERAGE``) is taken per seed first, over every benchmark any seed of the group has (or
+``average_over``), and a seed enters it only when it has all of them (a group where no seed is
+complete gets no average row). Its std (``average_std``): ``"benchmarks"``, the mean of the
+benchmarks' stds (the paper's convention, in 100 of its 103 such cells: stds 1.7, 0.7, 3.0, 0.2,
+0.5, 0.3 -> 1.1), or ``"seeds"``, the std of the per-seed averages. See docs/evaluation.md.
 """
 
 from __future__ import annotations

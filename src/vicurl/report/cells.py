@@ -1,31 +1,13 @@
 r"""Our results as table cells: per-seed scores -> the cells a resolved table definition shows.
 
 Input: the per-seed score table (``report/scores.csv``: one row per study, model, reward,
-curriculum, seed, step, benchmark with pass@k, no_answer_rate, truncated_rate, mean_length,
-p90_length, n_problems, n_samples). Output: the long cells table of ``spec`` (``CELL_KEYS`` +
-``mean, std, n_seeds``), which ``latex.render`` prints. Every number is a mean across seeds, the
-way the paper reports them; a cell whose row has no score prints ``--``.
-
-Rules, per table row (its study, model, reward, curriculum and step; the Base row of a ``main``
-table reads the base model's evaluations with the seeds of the table's study):
-
-* Pass@k per benchmark and the Average column: ``aggregate.across_seeds`` on the row's scores,
-  with the average taken per seed over exactly the table's benchmarks (a seed without every one
-  of them is left out of the average), then the mean across seeds. The Average's std follows
-  the table's ``style.average_std``: the mean of the row's benchmark stds (the paper's
-  convention, default) or the std of the per-seed averages. A single seed has no std (printed
-  as the mean alone).
-* Long-output rates and lengths (benchmark ``all``) [ours]: per seed, the mean over the table's
-  benchmarks weighted by their number of samples (n_problems x n_samples), which is exactly the
-  rate / mean length over all the row's samples; for the P90 length it is the sample-weighted
-  mean of the benchmarks' P90s (a pooled percentile needs the samples). Then mean and std
-  across seeds.
-* Mechanism (benchmark ``average``): the curve is the across-seed mean of the per-seed average
-  Pass@k at every evaluated step of the row's study up to ``t_long`` (training steps only, not
-  the base model). ``avg_t_ref`` / ``avg_t_long``: its value (and std) at ``t_ref`` / ``t_long``;
-  ``best_avg``: its maximum; ``upgration``: ``avg_t_long - avg_t_ref``; ``aulc`` [ours]: the
-  trapezoidal area under the curve divided by that of the ``aulc_reference`` row (1.0 for it),
-  and only when both curves have the same steps (otherwise ``--``).
+curriculum, seed, step, benchmark). Output: the long cells table of ``spec`` (``CELL_KEYS`` +
+``mean, std, n_seeds``), which ``latex.render`` prints. Every number is a mean across seeds, as the
+paper reports them; a cell whose row has no score prints ``--``. The Base row of a ``main`` table
+reads the base model's evaluations with the seeds of the table's study; the mechanism curve has
+training steps only. The P90 length is the sample-weighted mean of the benchmarks' P90s (a pooled
+percentile would need the samples). The rules per cell type (the Average's std, the long-output
+rates, the AULC): docs/evaluation.md ("Tables and figures").
 """
 
 from __future__ import annotations

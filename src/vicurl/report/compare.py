@@ -1,18 +1,12 @@
-r"""Paper vs reproduction: for every cell of a table, our value, the paper's and the difference.
+r"""Paper vs reproduction: for every cell of a table, our value, the paper's and the difference, so a
+user who runs the paper's configuration sees at a glance where the reproduction departs from it.
 
-Why: a user who runs the paper's configuration wants to see at a glance where the reproduction
-departs from the paper. Both sides are cells of the same ``TableSpec`` (ours from
-``cells.table_cells``, the paper's from ``paper.paper_cells``), so they are matched by row keys,
-column and metric, never by position.
-
-``compare_cells`` returns one row per (row, column, part) in display units (points for pass
-rates, tokens for lengths, the ratio for AULC): ``ours``, ``ours_std``, ``paper``,
-``paper_std``, ``diff = ours - paper``, and ``n_seeds`` of ours. A missing side gives NaN and no
-difference.
-
-``render_comparison`` prints the same table layout with each part as
-``ours (paper; $\Delta$ diff)``; a missing side prints ``--`` and so does the difference.
-No bold: the comparison shows departures, not winners.
+Both sides are cells of the same ``TableSpec`` (``cells.table_cells``, ``paper.paper_cells``),
+matched by row keys, column and metric, never by position. ``compare_cells``: per (row, column,
+part), in display units, ``ours``, ``ours_std``, ``paper``, ``paper_std``, ``diff = ours - paper``
+and our ``n_seeds`` (a missing side: NaN, no difference). ``render_comparison`` prints the table's
+layout with ``ours (paper; $\Delta$ diff)`` in each part (``--`` for a missing side), without bold:
+the comparison shows departures, not winners.
 """
 
 from __future__ import annotations

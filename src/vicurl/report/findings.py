@@ -2,31 +2,12 @@ r"""The findings of a (mini) reproduction: each claim of the paper its runs test
 number, ours (mean and std across seeds) and a verdict computed from the numbers by one rule.
 
 The rule (``RULE``, ``verdict``): a claim says a per-seed statistic lies on one side of a
-threshold. With n >= 2 seeds and se = std / sqrt(n) (sample std across seeds), or the bootstrap
-standard error over the probes' prompts where that is larger (the variance claims), the claim
-*holds* when the mean is on the claimed side by more than 2 se, *does not hold* when it is on
-the other side by more than 2 se, and is *inconclusive at this scale* otherwise (or with one seed).
-At 3 seeds, 2 se is a one-sided t-test at p = 0.09 (``multiplicity`` says what that means for a
-table of many claims).
-
-The claims (``CLAIMS``), each measured per seed:
-
-- Section 5.3, variance (runs of VI-CuRL with the oracle reward, ``vicurl.probes``; one set of
-  rows per probed study, a *condition*; statistics in ``vicurl.report.probe_stats``): the ratio
-  kept/full of the action variance sigma^2_g and of the problem variance V_prob is below 1 while
-  beta_t < 1 (mean over those probes) and at beta_t <= 0.25; it approaches 1 as beta_t grows
-  (|log ratio| falls with beta_t); and the mechanism: among informative prompts the ratio is below
-  1, V_prob without its action noise too, and the kept prompts hold more zero-gradient groups than
-  the full batch (the paper's premise: the confident prompts are the solved ones).
-- Tables 1-2, stability without a verifier: for each reward, VI-CuRL's score at the last step
-  (the metric averaged over the benchmarks) minus No Curriculum's, paired by seed, is above 0;
-  without a curriculum the verifier-free rewards end below the base model; VI-CuRL keeps the
-  higher score across training (the mean over the evaluated checkpoints: the paper's AULC, up
-  to normalization); and the training accuracy under the oracle checker (logged for every
-  reward) over the last 10 % of the steps is higher with VI-CuRL.
-
-A claim whose runs the scenario lacks is left out; the paper's number comes from
-``config/paper_numbers.csv`` (``vicurl.report.paper``) or, for Section 5.3, its text.
+threshold. With n >= 2 seeds it *holds* when the mean is on the claimed side by more than 2 se,
+*does not hold* when on the other side by as much, else (or with one seed) it is *inconclusive at
+this scale*; se = std / sqrt(n), or the bootstrap standard error over the probes' prompts where
+larger (``probe_stats.bootstrap_se``). The claims, their statistics and what 2 se means at 3 seeds
+(``multiplicity``): docs/mini.md. A claim whose runs the scenario lacks is left out; the paper's
+number comes from ``config/paper_numbers.csv`` (``vicurl.report.paper``) or, for Section 5.3, its text.
 """
 
 from __future__ import annotations

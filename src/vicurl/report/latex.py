@@ -1,22 +1,14 @@
-r"""Render a ``TableSpec`` with a table of cells as LaTeX in the paper's style.
+r"""Render a ``TableSpec`` with a table of cells as LaTeX in the paper's style (its source's layout:
+a ``table*`` with caption and label above a ``\resizebox``-scaled ``tabular``, gray header lines,
+a gray model header whenever the block's group changes, italic block titles, highlighted rows in
+``\rowcolor{blue!10}``; packages booktabs, xcolor with ``table``, graphicx).
 
-Layout (the paper's source, e.g. Table ``main_results_part1``): a ``table*`` float with the
-caption and label above a ``\resizebox{<width>\linewidth}{!}{...}``-scaled ``tabular``; gray
-header lines (``\rowcolor{gray!15}``, bold headers, one line per header line); per block a
-``\midrule``, the model header ``\multicolumn{N}{c}{\cellcolor{gray!5}\textbf{model}}`` whenever
-the block's group changes (then another ``\midrule``), the block title in italics if any, and its
-rows; highlighted rows (VI-CuRL) start with ``\rowcolor{blue!10}``. Needs the packages booktabs,
-xcolor with the ``table`` option, and graphicx.
-
-Cells: each part of a cell prints in its format (``spec.fmt_value``), followed by
-`` $\pm$ std`` when the table shows the std and the std is known (a single seed has none: the mean
-alone); parts are joined by `` / ``. A part without data prints ``--``; nothing is ever filled in.
-
-Bold rule (the only one): within a block, for each column and part whose ``best`` is set, the
-best displayed value (as printed, so that what is bold agrees with what is read; max or min)
-is bold, ties included, provided at least two rows of the block have a value there. A cell whose
-parts are all bold is wrapped whole (``\textbf{19.2 / 42.5}``), otherwise each bold part is.
-``spec.bold = False`` turns bolding off for a table.
+Cells: each part in its format (``spec.fmt_value``), plus `` $\pm$ std`` when the table shows the
+std and it is known (a single seed: the mean alone), parts joined by `` / ``; a part without data
+prints ``--``, nothing is filled in. Bold rule (the only one): within a block, per column and part
+whose ``best`` is set, the best value as printed (so what is bold agrees with what is read) is
+bold, ties included, when at least two rows of the block have a value; ``spec.bold = False`` turns
+it off. See docs/evaluation.md for where the paper's bolding departs from it.
 """
 
 from __future__ import annotations

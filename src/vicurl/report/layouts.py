@@ -1,19 +1,11 @@
-r"""One layout per table type: a resolved table definition -> ``TableSpec`` (columns, blocks, rows).
+r"""One layout per table type: a resolved table definition -> ``TableSpec`` (columns, blocks, rows),
+with the columns and headers of the paper's tables of that type (docs/evaluation.md, "Tables and
+figures"; ``breakdown`` has no average unless ``style.average``).
 
-The columns and their headers are those of the paper's tables of that type:
-
-``main``        one column per benchmark, then ``| Average``; "mean $\pm$ std"
-``ablation``    the same columns; each cell "Pass@1 / Pass@8" (the table's ``metrics``)
-``long_output`` ``Setting | max_tokens``, Pass@1 per benchmark, ``| Avg``, then Cap-hit and
-                No-boxed (percent), Mean len and P90 len (tokens) over all the row's samples
-``mechanism``   Avg P@1 at T_ref, at T_long, Best Avg P@1, Upgration, ``| AULC``
-``breakdown``   one column per benchmark (no average unless ``style.average``)
-
-The metric names used here are the ones ``cells.table_cells`` computes (and the paper's numbers
-file uses): ``pass@k`` per benchmark and for ``average``; for the long-output descriptive columns
-``truncated_rate``, ``no_answer_rate``, ``mean_length``, ``p90_length`` under benchmark ``all``;
-for the mechanism table ``avg_t_ref``, ``avg_t_long``, ``best_avg``, ``upgration``, ``aulc``
-under benchmark ``average``.
+The metric names are the ones ``cells.table_cells`` computes and the paper's numbers file uses:
+``pass@k`` per benchmark and for ``average``; ``truncated_rate``, ``no_answer_rate``,
+``mean_length``, ``p90_length`` under benchmark ``all`` (long-output columns); ``avg_t_ref``,
+``avg_t_long``, ``best_avg``, ``upgration``, ``aulc`` under benchmark ``average`` (mechanism).
 """
 
 from __future__ import annotations

@@ -1,30 +1,18 @@
 r"""Statistics of the variance probes (``vicurl.probes``) behind the findings' Section 5.3 rows.
 
-Per probe (one run, one checkpoint; ``probe_quantities``):
-
-- the ratios kept/full of the action variance sigma^2 and of the problem variance V_prob
-  (the paper's Ratio_sigma and Ratio_V);
-- the same ratios among the *informative* prompts only (unequal rewards, so a nonzero advantage);
-- V_prob with its action-noise part removed, V_hat - sigma2_hat / K, of the kept prompts and of the
-  full batch: a prompt's mean of K rollouts carries sigma^2 / K of noise, so the raw V_hat moves with
-  sigma2_hat (``noise_share_full``: that part's share of the full batch's V_hat). The difference is
-  unbiased but noisy (it can be negative), so a seed's ratio of it is a ratio of means over its probes;
-- the zero-gradient share (groups of equal rewards) of the kept prompts minus the full batch's.
-
-``decompose``: the action-variance ratio as (informative share kept / full) x (ratio among
-informative prompts) x (the zero groups' factor). The identity sigma2(S) = q sigma2_inf(S) +
-(1 - q) sigma2_zero(S) makes it exact; the zero groups' factor is 1 when their gradients are 0 (a
-zero advantage leaves only the KL term's).
-
-Per run seed (``seed_statistics``), over its probes: the mean ratios while beta_t < 1 and at
-beta_t <= ``EARLY_BETA`` (the paper's "at beta ~0.2"), and the least-squares slope of |log ratio|
-on beta_t (below 0: the ratio approaches 1 as beta_t grows, from either side); and the ratio of
-the mean V_prob without action noise, kept over full.
-
-``bootstrap_se``: the standard error of a statistic's mean across seeds from resampling each
-seed's probe prompts with replacement (the same draw at every step of a seed: its probes share
-their prompts), the kept and informative flags kept with their prompts. It needs the probes'
-Gram matrices (``per_prompt.gram``; a streaming probe has none: then NaN).
+Per probe (``probe_quantities``): the ratios kept/full of sigma^2 and V_prob (the paper's Ratio_sigma
+and Ratio_V), the same among the informative prompts (unequal rewards), the kept minus full share of
+zero-gradient groups, and V_prob without its action noise, V_hat - sigma2_hat / K (a prompt's mean of
+K rollouts carries sigma^2 / K of noise; ``noise_share_full`` is that part's share of the full
+batch's V_hat). That difference is unbiased but noisy (it can be negative), so a seed's ratio of it
+is a ratio of means over its probes. ``decompose``: the action-variance ratio as share ratio x ratio
+among informative prompts x the zero groups' factor (1 were their gradients 0; only the KL term
+keeps them from it), exact by sigma2(S) = q sigma2_inf(S) + (1 - q) sigma2_zero(S). Per run seed
+(``seed_statistics``): the means while beta_t < 1 and at beta_t <= ``EARLY_BETA``, and the slope of
+|log ratio| on beta_t. ``bootstrap_se`` resamples each seed's probe prompts with replacement, one
+draw for all its steps (its probes share their prompts), the kept and informative flags travelling
+with their prompts; it needs the Gram matrices (a streaming probe has none: NaN). The claims:
+docs/mini.md; the formulas: docs/algorithms.md.
 """
 
 from __future__ import annotations

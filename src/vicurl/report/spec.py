@@ -1,13 +1,10 @@
-r"""What a table shows, independent of where its numbers come from.
+r"""What a table shows, independent of where its numbers come from: a ``TableSpec``
+(``layouts.table_spec``) is rendered with the cells of our results (``cells.table_cells``) or of
+the paper's numbers (``paper.paper_cells``), long tables of ``CELL_KEYS`` + ``mean, std`` in which
+a cell is found by its row's keys, the column's ``key`` and the part's ``metric``.
 
-A ``TableSpec`` is built from a resolved table definition (``layouts.table_spec``) and rendered
-with the cells of any source: our results (``cells.table_cells``) or the paper's reported
-numbers (``paper.paper_cells``). Both sources are long tables with the columns ``CELL_KEYS`` +
-``mean, std``: a cell is found by its row's keys (model, reward, curriculum, variant) and the
-column's ``key`` (a benchmark, ``average`` or ``all``) and the part's ``metric``.
-
-Values are stored in the units the workflow computes (pass rates and other rates as fractions,
-lengths in tokens, AULC as a ratio); a ``Part``'s format turns them into the paper's print:
+Values are in the workflow's units (rates as fractions, lengths in tokens, AULC as a ratio); a
+``Part``'s format prints them as the paper does:
 
 ``pct``      x100, ``digits`` decimals: ``15.5`` (with the std: ``15.5 $\pm$ 1.7``)
 ``signed``   x100 with an explicit sign: ``$+$0.8``, ``$-$2.2`` (differences in points)

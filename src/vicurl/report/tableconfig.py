@@ -1,31 +1,13 @@
 r"""The config's ``tables:`` section, checked and resolved into plain, explicit table definitions.
 
-Why a resolution step: the workflow hands each table rule its resolved definition as a
-``params`` value, so that Snakemake reruns a table rule exactly when something it prints changes
-(a row, a label, a style, the step it reports) and nothing else; and the layout and extraction
-code downstream never has to look at the rest of the config.
-
-A table entry (``tables.{name}``, schema in ``config/schema.yaml``) has a ``type``:
-
-``main``        blocks of rows per model (Base row, then one block per reward), one column per
-                benchmark and the Average; "mean $\pm$ std" (the paper's Pass@1 / Pass@8 tables,
-                general knowledge)
-``ablation``    rows of one model; each cell "Pass@1 / Pass@8" (curriculum ablation)
-``long_output`` rows with their response budget (``max_tokens``), Pass@1 per benchmark, the
-                average, and the cap-hit rate, no-answer rate, mean and P90 response length
-``mechanism``   average Pass@1 at ``t_ref`` and ``t_long``, the best average, "Upgration"
-                (t_long minus t_ref) and the AULC normalized so that ``aulc_reference`` = 1.0
-``breakdown``   Pass@1 per benchmark at one step (the mechanism table's per-dataset breakdown)
-
-Rows name a (reward, curriculum) and read the table's ``study`` (or their own). A table may name a
-study the config does not define, or a setting its study does not train: its cells print ``--``
-(``resolve`` returns a warning naming the key); the paper's tables keep the paper's rows whatever
-subset a user runs. Anything else that does not resolve (an unknown model, dataset, reward or
-curriculum name, a key that does not apply to the type, a step that is never evaluated) raises
-``ValueError`` naming the key.
-
-Without a ``tables:`` section every study gets ``{study}_pass{k}`` (type ``main``) per k of
-``eval.ks``.
+Why a resolution step: the workflow hands each table rule its resolved definition as a ``params``
+value, so Snakemake reruns a table rule exactly when something it prints changes (a row, a label, a
+style, the step it reports), and the layout code never looks at the rest of the config. A study the
+config does not define, or a setting its study does not train, prints ``--`` (``resolve`` returns a
+warning naming the key), so the paper's tables keep their rows whatever subset a user runs; anything
+else that does not resolve (an unknown name, a key that does not apply to the type, a step never
+evaluated) raises ``ValueError`` naming the key. The types and their layouts: docs/evaluation.md
+("Tables and figures"); the keys: docs/configuration.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
-r"""Read a paper-style LaTeX table back into its lines and cells.
+r"""Read a paper-style LaTeX table back into its lines and cells (``parse_table``, ``parse_number``).
 
-Why: the paper's own tables are the reference the reproduction is checked against. The tests
-parse the paper's ``.tex`` source and the tables this package renders with the same function,
-and compare the two line by line; the transcription of the paper's numbers
-(``config/paper_numbers.csv``) was made, and is re-checked, with it.
-
-It understands exactly the dialect of the paper's result tables (and of ``latex.render``):
-one ``tabular`` between ``\toprule`` and ``\bottomrule``, header lines starting with
-``\rowcolor{gray!15}``, ``\midrule`` separators, model-group lines
-``\multicolumn{N}{c}{\cellcolor{gray!5}\textbf{...}}``, block titles
-``\multicolumn{N}{l}{\textit{...}}`` and data rows (optionally ``\rowcolor{blue!10}``) whose
-cells are separated by ``&``. It is not a LaTeX parser.
-
-``parse_table(tex, label)`` returns a ``ParsedTable``; ``parse_number`` reads one printed number
-(``15.5``, ``$-$2.2``, ``3.9\%``, ``1895``).
+Why: the paper's own tables are the reference the reproduction is checked against. The tests parse
+the paper's ``.tex`` source and the tables ``latex.render`` writes with the same function and
+compare them line by line; the transcription of the paper's numbers (``config/paper_numbers.csv``)
+was made, and is re-checked, with it. It understands exactly the dialect of those tables (one
+``tabular`` between ``\toprule`` and ``\bottomrule``; header, model-group, block-title and data
+lines, cells separated by ``&``); it is not a LaTeX parser.
 """
 
 from __future__ import annotations

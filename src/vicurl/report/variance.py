@@ -1,20 +1,13 @@
 r"""Variance figures: does the curriculum-kept subset have lower gradient variance (paper, Figs. 2 and 5)?
 
-Input: the variance probes (``report/probes.csv``), one row per (study, model, reward,
-curriculum, seed, step) with ``beta_t, n_prompts, n_kept`` and the action variance ``sigma2``
-and problem variance ``vprob`` on the full batch and on the kept subset (``sigma2_full,
-sigma2_kept, vprob_full, vprob_kept``). Filter it to one reward and curriculum first.
-
-``variance_ratio(probes, out)``: one panel per model; Ratio_sigma = sigma2_kept / sigma2_full
-(blue) and Ratio_V = vprob_kept / vprob_full (orange) against step, the line at 1, and beta_t on
-a right axis (green). Ratios are taken per seed, then averaged across seeds (min-max band when
-there are several); a zero or missing full-batch variance gives no ratio at that step. Where the
-probes record the informative prompts (unequal rewards; ``vicurl.probes.variance``), the same
-ratios among them are drawn dashed, and a second row of panels shows the zero-gradient share
-(equal rewards) of the kept prompts and of the full batch: the mechanism behind the ratios.
-
-``variance_absolute(probes, out)``: per model two panels, sigma^2 and V_prob, kept (blue) vs
-full (red); mean across seeds with a min-max band.
+Input: ``report/probes.csv`` (one row per study, model, reward, curriculum, seed, step, with
+``beta_t`` and ``sigma2_*`` / ``vprob_*`` per subset), filtered to one reward and curriculum first.
+``variance_ratio``: Ratio_sigma (blue) and Ratio_V (orange) against step with beta_t on a right
+axis; ratios are taken per seed, then averaged (min-max band), and a zero or missing full-batch
+variance gives no ratio at that step. Where the probes record the informative prompts, their ratios
+are dashed and a second row shows the zero-gradient share, kept vs full: the mechanism behind the
+ratios. ``variance_absolute``: sigma^2 and V_prob, kept (blue) vs full (red). See
+docs/evaluation.md ("Tables and figures").
 """
 
 from __future__ import annotations
