@@ -1,6 +1,5 @@
-"""The report's findings job as a function of paths and settings (rule `findings` calls it; so
-can a Python session): the claims the study tests, the paper's numbers, ours and the verdicts
-(`vicurl.report.findings`) -> findings.{md,tex,csv}."""
+"""The report's figure and findings jobs as functions of paths and settings (their rules call them;
+so can a Python session)."""
 
 from __future__ import annotations
 
@@ -11,13 +10,56 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from vicurl.data import schema
-from vicurl.io import atomic_path, write_text
-from vicurl.report import findings as F
 from vicurl.report.aggregate import read_metrics
-from vicurl.report.paper import load_paper_numbers
+from vicurl.runs import BASE, setting_of
 
 log = logging.getLogger(__name__)
+
+
+def learning_curves(*, scores: str | Path, metrics: Sequence[str | Path], runs: Sequence[tuple], study_name: str,
+                    study: Mapping[str, Any], model: str, curricula: Sequence[str], ks_metrics: Sequence[str],
+                    band: str, titles: Mapping[str, str], model_label: str, png: str | Path, pdf: str | Path,
+                    train_png: str | Path, train_pdf: str | Path) -> None:
+    """The grid of Pass@k curves of one study and model (step 0: the Base model of the study's
+    seeds) and the training curves of the same runs (``runs``: (reward, curriculum, seed) of the
+    ``metrics`` files); ``study``: its config section."""
+    from vicurl.report.curves import learning_curves_grid, training_curves_grid
+
+    sc = pd.read_csv(scores)
+    own = sc[(sc["study"] == study_name) & (sc["model"] == model)]
+    base = sc[(sc["study"] == BASE) & (sc["model"] == model) & sc["benchmark"].isin(study["benchmarks"])]
+    if base["seed"].isin(study["seeds"]).any():  # the base evaluations of this study's seeds
+        base = base[base["seed"].isin(study["seeds"])]
+    starts = [base.assign(reward=r, curriculum=c) for r, cs in study["settings"].items() for c in cs if c in curricula]
+    data = pd.concat([*starts, own], ignore_index=True)
+    shown = [m for m in ks_metrics if m in data.columns]
+    drawn_band = None if band == "none" else band
+    rewards = [r for r, cs in study["settings"].items() if set(cs) & set(curricula)]
+    learning_curves_grid(data, [png, pdf], metrics=shown, rewards=rewards, curricula=curricula,
+                         benchmarks=study["benchmarks"], band=drawn_band, titles=titles,
+                         title=f"{model_label} ({study_name})")
+    rows = read_metrics(metrics, runs)
+    training_curves_grid(rows, [train_png, train_pdf], rewards=rewards, curricula=curricula, band=drawn_band,
+                         title=f"{model_label} ({study_name}), training")
+    log.info("learning curves of %s / %s: %d score rows, %d training steps", study_name, model, len(own), len(rows))
+
+
+def variance_figures(*, probes: Sequence[str | Path], study: str, reward: str, curriculum: str,
+                     models: Sequence[str], titles: Mapping[str, str], ratio: Sequence[str | Path],
+                     absolute: Sequence[str | Path]) -> None:
+    """The paper's variance figures (ratio and absolute; each to its png and pdf) from the probe
+    JSON files of one (study, setting); ``models``: the panels, in order."""
+    from vicurl.report.variance import variance_absolute, variance_ratio
+
+    paths = list(probes)
+    table = pd.DataFrame([json.loads(Path(f).read_text()) for f in paths]).sort_values(["model", "seed", "step"])
+    sel = table[(table["study"] == study) & (table["reward"] == reward) & (table["curriculum"] == curriculum)
+                & table["model"].isin(models)]
+    if sel.empty:
+        raise ValueError(f"{paths}: no probes of study {study!r}, {setting_of(reward, curriculum)}, models {list(models)}")
+    variance_ratio(sel, list(ratio), models=list(models), titles=dict(titles))
+    variance_absolute(sel, list(absolute), models=list(models), titles=dict(titles))
+    log.info("variance figures from %d probe rows", len(sel))
 
 
 def findings(*, scores: str | Path, paper: str | Path, metrics: Sequence[str | Path], runs: Sequence[tuple],
@@ -27,6 +69,11 @@ def findings(*, scores: str | Path, paper: str | Path, metrics: Sequence[str | P
              markdown: str | Path, tex: str | Path, csv: str | Path) -> pd.DataFrame:
     """``settings``: the config's `findings` section; ``runs``: (reward, curriculum, seed) of the
     ``metrics`` files; ``base``: the Base evaluations' graded samples, one file per seed."""
+    from vicurl.data import schema
+    from vicurl.io import atomic_path, write_text
+    from vicurl.report import findings as F  # torch, for the probes' bootstrap: only this job pays the import
+    from vicurl.report.paper import load_paper_numbers
+
     study, model, metric = settings["study"], settings["model"], settings["metric"]
     sc = pd.read_csv(scores)
     sc = sc[(sc["model"] == model) & sc["study"].isin([study, "base"])]
