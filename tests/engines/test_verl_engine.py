@@ -456,6 +456,41 @@ def test_unknown_verl_key_is_rejected():
         launch.compose(["actor_rollout_ref.actor.no_such_key=1"])
 
 
+def test_the_launchers_config_sets_only_verls_keys():
+    """vicurl_ppo_trainer.yaml extends verl's ppo_trainer; Hydra merges a config's own keys unchecked
+    (a misspelt one would be added silently, where an override fails), so each is one of ppo_trainer's,
+    and the composed config holds its value."""
+    import os
+
+    import verl
+    from hydra import compose, initialize_config_dir
+    from omegaconf import DictConfig
+
+    own = OmegaConf.load(launch.CONFIG)
+    assert list(own.defaults) == ["ppo_trainer", "_self_"]
+
+    def leaves(node, prefix=""):
+        for k, v in node.items():
+            if isinstance(v, DictConfig):
+                yield from leaves(v, f"{prefix}{k}.")
+            else:
+                yield f"{prefix}{k}"
+
+    keys = [k for k in leaves(own) if not k.startswith(("hydra.", "defaults"))]
+    with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.__file__), "trainer", "config"),
+                               version_base=None):
+        verls = compose(config_name="ppo_trainer")
+
+    def has(cfg, key):  # also a key verl leaves mandatory (???: rollout.name)
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent)
+        return isinstance(node, DictConfig) and leaf in node.keys()
+
+    assert [k for k in keys if not has(verls, k)] == []
+    ours = launch.compose([])
+    assert {k: OmegaConf.select(ours, k) for k in keys} == {k: OmegaConf.select(own, k) for k in keys}
+
+
 def test_verl_dataset_format(char_model_dir, tmp_path):
     from transformers import AutoTokenizer
 

@@ -13,7 +13,7 @@ the requests are scheduled and whether or not the run was resumed before it.
 ``SeededRollouts`` wraps the trainer's rollout manager and writes the seeds into the batch (field
 ``vicurl_seed``); ``SeededSingleTurnAgentLoop``, verl's single-turn agent loop, puts a request's seed
 into its sampling parameters (registered through ``agent_loops.yaml``, the launcher's
-``rollout.agent.agent_loop_config_path``, as the default agent loop).
+``rollout.agent.agent_loop_config_path``; the default agent loop in ``vicurl_ppo_trainer.yaml``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from typing import Any, Callable
 import numpy as np
 
 FIELD = "vicurl_seed"
-AGENT_LOOP = "vicurl_seeded_single_turn"
 AGENT_LOOPS = Path(__file__).with_name("agent_loops.yaml")
 
 

@@ -1,13 +1,17 @@
 """``VICuRLTrainer``: verl 0.9.1's legacy ``RayPPOTrainer`` with the VI-CuRL step hooked in.
 
-Six methods are overridden, each calling verl's own; ``fit()`` is not copied.
+The hook contract, written here only (`vicurl.engines.verl` and docs/verl.md point here): six of
+verl's methods are overridden (``OVERRIDES``, with verl 0.9.1's signatures, which a test checks
+against the installed verl together with the order in which ``fit`` calls them), each calling
+verl's own; ``fit()`` is not copied.
 
 ``init_workers``  verl's rollout manager, wrapped so that every rollout request carries its own seed
     (`vicurl.engines.verl.rollout_seeds`): the samples follow from the run's seed, resumed or not.
 ``_create_dataloader``  for curricula that choose each step's prompts (AdaRFT, SENT) the training
     sampler is ``CurriculumSampler`` (`vicurl.engines.verl.sampler`): each step's batch is the
     curriculum's ``propose`` for that step, drawn when ``fit`` asks for the batch (single-process
-    dataloader, ``data.dataloader_num_workers=0``: after the previous step's feedback).
+    dataloader, ``data.dataloader_num_workers=0``: after the previous step's feedback). It then
+    checks that verl's steps, training rows and batch size are the run's.
 ``_compute_old_log_prob``  verl's pass returns the old policy's per-token ``entropys`` (which
     ``fit`` pops right after). Before handing them back, the hook scores the batch: rewards of
     the configured source (oracle, majority_vote, entropy, semantic), confidences c(x). The
@@ -23,6 +27,9 @@ Six methods are overridden, each calling verl's own; ``fit()`` is not copied.
     (`Hook.merge_replay` explains why this equals the local engine's appended replay). Last, the
     rows that contribute nothing to the update (dropped prompts) leave the batch, so the reference
     pass and the update run on the kept rows only (``train.skip_dropped``, as the local engine).
+    Alongside, vLLM's probabilities of the sampled tokens are compared with the trainer's
+    (``rollout_agreement``), and with a curriculum that proposes, the batch's prompts are checked
+    to be the ones it proposed.
 ``_update_actor``  the curriculum's weights w_j / beta-hat_t enter verl's loss (``hook.loss_plan``):
     ``rollout_is_weights`` on the policy term, an all-zero response mask on zero-weight rows,
     and the loss normalizer ``global_batch_size`` divided by the kept rows' common weight (set on
@@ -35,7 +42,8 @@ Six methods are overridden, each calling verl's own; ``fit()`` is not copied.
     ``latest_checkpointed_iteration.txt`` last; a step the workflow evaluates is then merged to a
     Hugging Face folder ``<work>/exports/step{N}`` with the base model's tokenizer (`export`)
     before ``max_actor_ckpt_to_keep`` deletes its shards. verl saves every ``train.save_every``
-    steps and the last; ``_update_actor`` saves the other evaluated steps.
+    steps and the last; ``_update_actor`` saves the other evaluated steps. Last, the shards of
+    saves made before a resume, which verl's in-memory rotation does not know of, are pruned.
 ``_load_checkpoint``  after verl's resume, the curriculum's state of that checkpoint; a resume from
     the run's last step is refused (verl's ``fit`` would train one step more).
 
