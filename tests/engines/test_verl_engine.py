@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import inspect
 import json
-import re
 import uuid
 from pathlib import Path
 
@@ -21,15 +20,13 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 from tensordict import TensorDict
-
 from verl import DataProto
 from verl.trainer.ppo import ray_trainer
 from verl.trainer.ppo.core_algos import AdvantageEstimator
 from verl.trainer.ppo.reward import extract_reward
 from verl.utils import tensordict_utils as tu
 
-from vicurl import methods
-from vicurl import checks
+from vicurl import checks, methods
 from vicurl import runs as runs_lib
 from vicurl.algos.grpo import grpo_loss, loss_config
 from vicurl.engines import local as local_engine
@@ -39,10 +36,10 @@ from vicurl.engines.step import sequence_weights
 from vicurl.engines.verl import hook as hook_lib
 from vicurl.engines.verl import launch
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE, to_verl_frame
-from vicurl.prompts import build_prompts
 from vicurl.engines.verl.hook import Hook, loss_plan
 from vicurl.engines.verl.sampler import CurriculumSampler
 from vicurl.engines.verl.trainer import OVERRIDES, VICuRLTrainer
+from vicurl.prompts import build_prompts
 from vicurl.sampling import Rollouts
 from vicurl.settings import TrainSettings
 

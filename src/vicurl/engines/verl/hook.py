@@ -33,9 +33,9 @@ import torch
 
 from vicurl import rewards as reward_sources
 from vicurl.algos.grpo import outcome_to_token_rewards
+from vicurl.checks import verl_refusal
 from vicurl.curriculum import Batch, Selection, make_curriculum
 from vicurl.engines import step as engine_step
-from vicurl.checks import verl_refusal
 from vicurl.sampling import decode_responses
 from vicurl.settings import TrainSettings
 
