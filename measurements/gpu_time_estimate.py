@@ -317,19 +317,16 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
             generated[(*owner, step)].append(bench)
         n = sizes[bench] * runs_lib.eval_settings(cfg, study)["n_samples"]
         graded[(study, model, setting, seed)] = graded.get((study, model, setting, seed), 0) + n
-    per = cfg.get("eval", {}).get("generate_per", "checkpoint")
-    if per == "run":
+    if cfg["eval"]["generate_per"] == "run":
         raise ValueError("eval.generate_per: run serializes a run's checkpoints on one GPU; estimate per checkpoint")
-    per_checkpoint = per == "checkpoint"
-    gen_rule = "generate_checkpoint" if per_checkpoint else "generate"
+    gen_rule = "generate_checkpoint"
     for (study, model, setting, seed, step), benches in generated.items():
         ev, a = runs_lib.eval_settings(cfg, study), models[model]
-        # generation: one GPU, the model loaded once per job (per checkpoint, or per benchmark)
-        for group in [benches] if per_checkpoint else [[b] for b in benches]:
-            tokens = sum(sizes[b] for b in group) * ev["n_samples"] * ev["max_new_tokens"] * frac
-            jobs.append(Job(gen_rule, model, tokens, 1, A.vllm_start_s + vllm_seconds(tokens, ev["max_new_tokens"], a, A),
-                            cpu_s(tokens * a.fwd_flops(A.prompt_tokens + ev["max_new_tokens"] * frac / 2), 0),
-                            profile_runtime(profile, gen_rule, model=model)))
+        # generation: one GPU, the model loaded once per checkpoint
+        tokens = sum(sizes[b] for b in benches) * ev["n_samples"] * ev["max_new_tokens"] * frac
+        jobs.append(Job(gen_rule, model, tokens, 1, A.vllm_start_s + vllm_seconds(tokens, ev["max_new_tokens"], a, A),
+                        cpu_s(tokens * a.fwd_flops(A.prompt_tokens + ev["max_new_tokens"] * frac / 2), 0),
+                        profile_runtime(profile, gen_rule, model=model)))
     for (study, model, *_), samples in graded.items():
         jobs.append(Job("grade", model, samples, 0, 0.0, samples / cpu.grade_rate, profile_runtime(profile, "grade", model=model)))
 
@@ -368,8 +365,7 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
 NOTES = {
     "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.0%}; +{verl_step_overhead_s:.0f} s/step",
     "generate_checkpoint": "vLLM, 1 GPU, a checkpoint's benchmarks: {vllm_tps_1p5b:,.0f} tok/s at 1.5B (x 1.5B/N), >= max_new x {vllm_step_s:.3f} s, +{vllm_start_s:.0f} s start",
-    "generate": "as generate_checkpoint, one benchmark a job (eval.generate_per: benchmark)",
-    "prompt_stats": "as generate (eval.engine vllm): k samples of every training prompt",
+    "prompt_stats": "as generate_checkpoint (eval.engine vllm): k samples of every training prompt",
     "probe": "HF generate bf16 {hf_tps_1p5b:,.0f} tok/s at 1.5B; FP32 scoring + 4 x 256 fwd/bwd at {util_fp32:.0%} of 19.5 TFLOP/s",
     "grade": "CPU only (no GPU), a run's samples (all its checkpoints) / the measured grading rate",
 }
@@ -390,7 +386,7 @@ def table(jobs: list[Job], A: Assumptions) -> list[str]:
             f"{'runtime h':>10}{'A100 h total':>14}{'CPU h/job here':>16}")
     lines = [head, "-" * len(head)]
     totals: dict[str, float] = defaultdict(float)
-    order = ["train", "generate_checkpoint", "generate", "prompt_stats", "probe", "grade"]
+    order = ["train", "generate_checkpoint", "prompt_stats", "probe", "grade"]
     for (rule, model), js in sorted(groups.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
         n = len(js)
         mean_tokens = sum(j.tokens for j in js) / n
