@@ -234,11 +234,9 @@ def measure_grading(seed: int, n: int = 1000) -> float:
 
 
 def load_config(path: Path) -> dict:
-    from snakemake.utils import validate
+    from vicurl import checks
 
-    cfg = yaml.safe_load(path.read_text())
-    validate(cfg, str(REPO / "config" / "schema.yaml"), set_default=True)  # the defaults the workflow sees
-    return cfg
+    return checks.read(yaml.safe_load(path.read_text()))  # as the workflow reads it: checked, defaults filled
 
 
 def dataset_size(name: str, scenario: str) -> tuple[int, str]:

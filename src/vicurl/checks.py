@@ -20,8 +20,9 @@ from vicurl.settings import SCHEMA, TrainSettings
 
 
 def with_defaults(config: dict[str, Any], schema_path: str | Path = SCHEMA) -> dict[str, Any]:
-    """``config`` with the schema's defaults filled in (in place), checking nothing: what the
-    workflow's parse gives every function of `vicurl.runs` (tests build partial configs with it)."""
+    """``config`` with the schema's defaults filled in (in place), checking nothing (Snakemake's
+    ``validate(set_default=True)`` fills the same, in the same order, but stops at the first error):
+    what every function of `vicurl.runs` reads; tests build partial configs with it."""
     from jsonschema import Draft202012Validator, validators
 
     def fill(validator, properties, instance, schema):
@@ -39,10 +40,8 @@ def with_defaults(config: dict[str, Any], schema_path: str | Path = SCHEMA) -> d
 
 def read(config: dict[str, Any], schema_path: str | Path = SCHEMA) -> dict[str, Any]:
     """Check ``config`` against the schema, fill in its defaults (in place) and check the rest."""
-    from snakemake.utils import validate
-
     check_schema(config, schema_path)
-    validate(config, schema=str(schema_path), set_default=True)  # only fills in the defaults now
+    with_defaults(config, schema_path)
     check(config)
     return config
 

@@ -66,18 +66,15 @@ def rows(schema: dict[str, Any] | None = None) -> Iterator[tuple[str, str, str]]
             for key, sub in props.items():
                 sub_path = f"{path}.{key}" if path else key
                 sec = typed or (key if not path and key in TYPED else None)
-                if sec and path:  # a key of a typed section: its default is the dataclass's
-                    yield from ((k, d, _typed_default(sec, key) if k == sub_path else v)
-                                for k, d, v in walk(sub, sub_path, key in node.get("required", []), sec))
-                else:
-                    yield from walk(sub, sub_path, key in node.get("required", []), sec)
+                yield from walk(sub, sub_path, key in node.get("required", []), sec)
             return
         if isinstance(extra, dict) and ("properties" in extra or "$ref" in extra):
             if desc:
                 yield path, desc, _default(node, required)
             yield from walk(extra, path + ".{name}", False, typed)
             return
-        yield path, desc, _default(node, required)
+        # a key of a typed section (`train`, `verl`): its default is the dataclass's
+        yield path, desc, _typed_default(typed, path.rsplit(".", 1)[-1]) if typed else _default(node, required)
 
     yield from walk(schema, "", False, None)
 

@@ -476,15 +476,14 @@ def test_the_gpu_smoke_config_composes_with_verls_config():
     """config/gpu_smoke.yaml: one verl run on one GPU, exported at steps 2 and 4, accepted by verl's
     own config and ``validate_config`` (what its ``main`` runs first)."""
     import yaml
-    from snakemake.utils import validate
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
+    from vicurl import checks
     from vicurl import runs as runs_lib
     from vicurl.engines.verl.hook import check_settings
 
-    cfg = yaml.safe_load((REPO / "config" / "gpu_smoke.yaml").read_text())
-    validate(cfg, str(REPO / "config" / "schema.yaml"), set_default=True)
+    cfg = checks.read(yaml.safe_load((REPO / "config" / "gpu_smoke.yaml").read_text()))
     (run,) = runs_lib.runs(cfg)
     settings = runs_lib.train_settings(cfg, run)
     check_settings(settings)

@@ -12,6 +12,7 @@ from vicurl.engines import workdir
 from vicurl.io import write_json
 from vicurl.prompts import rendered_example
 from vicurl.provenance import provenance
+from vicurl.settings import TrainSettings
 
 
 def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set: str | Path, work_dir: str | Path,
@@ -23,6 +24,7 @@ def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set
     exporting the checkpoints and metrics; ``start_from``: a continued run's source work folder and
     step; ``run``: the run's identity for the provenance, ``config`` the resolved config."""
     settings = dict(settings)
+    s = TrainSettings.from_dict(settings)
     data: dict[str, Any] = {}
     if engine == "verl":
         from vicurl.engines.verl.launch import run as run_verl
@@ -33,23 +35,21 @@ def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set
         import pandas as pd
 
         from vicurl.engines.local import LocalTrainer
-        from vicurl.settings import TrainSettings
 
-        cfg = TrainSettings.from_dict(settings)
         stats = pd.read_parquet(prompt_stats) if prompt_stats else None
         # prompts over train.max_prompt_length tokens dropped (counted in _work/long_prompts.json) or refused, as on verl
-        trainer = LocalTrainer(cfg, model_dir, schema.read(train_set), work_dir, prompt_stats=stats,
+        trainer = LocalTrainer(s, model_dir, schema.read(train_set), work_dir, prompt_stats=stats,
                                source=str(train_set))
         data = {"long_prompts": trainer.long_prompts}
         if start_from:
             trainer.fork(start_from["work_dir"], start_from["step"])
         trainer.run()
-        trainer.publish({s: Path(checkpoints) / f"step{s}" for s in cfg.export_steps}, metrics)
+        trainer.publish({step: Path(checkpoints) / f"step{step}" for step in s.export_steps}, metrics)
     write_json(settings_out, settings)
     rows = schema.read(train_set)
     too_long = set(data.get("long_prompts", {}).get("dropped_ids", []))  # the example is a prompt the run trained on
     prompt = rendered_example(model_dir, rows[~rows["id"].astype(str).isin(too_long)],
-                              settings.get("prompt_order", "question_first"), settings.get("chat_template", "auto"))
+                              s.prompt_order, s.chat_template)
     if start_from:
         run = {**run, "continues": start_from["run"], "from_step": start_from["step"]}
     # the resolved config, package versions and git commit of this run (written last, atomically)
