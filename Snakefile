@@ -1,6 +1,6 @@
 # VI-CuRL reproduction workflow. Targets only; the rules live in rules/*.smk.
 #   snakemake --cores all all                        # the CPU demo (config/demo.yaml)
-#   snakemake --cores all --configfile config/mini.yaml all  # another config (the whole config)
+#   snakemake all --cores all --configfile config/mini.yaml  # another config (the whole config)
 #   snakemake --cores all tables                     # the tables only (table_{name}: one of them)
 #   snakemake --cores all study_main                 # one study: its runs, evaluations, figures, tables
 #   snakemake --profile slurm-a100 all               # the paper on a SLURM cluster (slurm-a100/config.yaml)
