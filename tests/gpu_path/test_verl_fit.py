@@ -268,13 +268,15 @@ def test_sent_draws_the_prompts_it_proposes(vllm, verl_launch, tiny_model_dir, d
 # ---------------------------------------------------------------- what only the CPU needs
 
 
-def test_the_patches_of_verl_internals_still_match_verls_lines():
-    """Each patch of `vicurl.cpu_rehearsal.verl_cpu` answers one line of verl 0.9.1 (named in it): an
-    upgrade of verl that changes the line fails here, so the patch is re-examined, not silently kept."""
+def test_the_patches_of_verl_and_vllm_still_match_their_lines():
+    """Each patch of `vicurl.cpu_rehearsal.verl_cpu` and `.vllm_cpu` answers one line of verl 0.9.1 or
+    vLLM 0.29.0 (named in it): an upgrade that changes the line fails here, so the patch is re-examined,
+    not silently kept."""
     import subprocess
     import sys
 
-    code = "from vicurl.cpu_rehearsal.verl_cpu import check_patches; print(check_patches())"
+    code = ("from vicurl.cpu_rehearsal import stale_patches, vllm_cpu; from vicurl.cpu_rehearsal.verl_cpu import PATCHES; "
+            "print(stale_patches(PATCHES + vllm_cpu.PATCHES))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -161,6 +161,31 @@ def test_same_seeds_same_samples_whatever_else_shares_the_batch(engine, tiny_mod
     assert list(other_seed["text"]) != list(both["arith_easy"]["text"])
 
 
+# ---------------------------------------------------------------- weights updated in place, as verl's sync does
+
+
+def test_the_engine_computes_with_the_weights_a_sync_loads(vllm, tiny_model_dir, engine_args, monkeypatch):
+    """vLLM's CPU build packs its linear weights into oneDNN or AMX kernels and drops the Parameters (in
+    float32 on every x86 CPU); verl's sync then failed ("'Parameter' object has no attribute
+    'weight_loader'") and the run hung. With `vicurl.cpu_rehearsal.vllm_cpu` (a vLLM plugin of the
+    rehearsal's environment) the weights stay Parameters: loaded in place, the engine samples from them
+    (a zero embedding, tied to the lm_head, makes every next token equally likely: log-prob -log V)."""
+    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # apply_model sends a function to the worker
+    # the worker imports the function by name: spawned processes start with this sys.path
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    from weight_sync import load_in_place
+
+    llm = start_engine(tiny_model_dir, 0, engine_args)
+    assert engine_args["dtype"] == "float32"
+    (result,) = llm.apply_model(load_in_place)
+    assert result == (True, 0.0)
+    params = vllm.SamplingParams(n=2, max_tokens=8, seed=0, logprobs=0, ignore_eos=True)
+    (out,) = llm.generate([{"prompt_token_ids": [5, 6, 7]}], params, use_tqdm=False)
+    vocab = llm.llm_engine.model_config.get_vocab_size()
+    lps = [pos[t].logprob for c in out.outputs for pos, t in zip(c.logprobs, c.token_ids)]
+    assert len(lps) == 16 and lps == pytest.approx([-math.log(vocab)] * 16, abs=1e-5)
+
+
 # ---------------------------------------------------------------- prompts as token ids
 
 

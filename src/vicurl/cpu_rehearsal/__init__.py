@@ -6,6 +6,10 @@ package; the tests of the GPU path's libraries (tests/gpu_path) and `make rehear
     python -m vicurl.cpu_rehearsal env                    # the environment variables, as `export` lines
     python -m vicurl.cpu_rehearsal stand-ins DIR          # the stand-in model and data files (`stand_ins`)
     python -m vicurl.cpu_rehearsal alias-vllm             # the `vllm` distribution verl asks for (`alias_vllm`)
+
+verl's loop on a CPU needs a platform and two patches of verl (`verl_cpu`) and one of vLLM's CPU
+build (`vllm_cpu`); each patch names the library line it answers, and `stale_patches` (a test
+calls it) says when an upgrade moved one.
 """
 
 from __future__ import annotations
@@ -48,17 +52,38 @@ def environment() -> dict[str, str]:
 def alias_vllm() -> str:
     """A distribution named ``vllm`` beside ``vllm-cpu`` in the environment's site-packages: verl asks
     ``importlib.metadata.version("vllm")`` and refuses to start a vLLM rollout without one. Its version
-    carries "+cpu", from which vLLM also tells its CPU platform. Returns the folder written."""
+    carries "+cpu", from which vLLM also tells its CPU platform. It also declares the vLLM plugin
+    `vicurl.cpu_rehearsal.vllm_cpu`, which keeps the weights verl's sync updates. Returns the folder written."""
     import sysconfig
     from importlib.metadata import version
+
+    from vicurl.cpu_rehearsal.vllm_cpu import ENTRY_POINT
 
     v = version("vllm-cpu")
     folder = Path(sysconfig.get_paths()["purelib"]) / f"vllm-{v}+cpu.dist-info"
     folder.mkdir(exist_ok=True)
     (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {v}+cpu\n"
                                      f"Summary: an alias of vllm-cpu {v} (vicurl.cpu_rehearsal.alias_vllm)\n")
+    (folder / "entry_points.txt").write_text(f"[vllm.general_plugins]\n{ENTRY_POINT}\n")
     (folder / "RECORD").write_text("")
     return str(folder)
+
+
+def stale_patches(patches) -> list[str]:
+    """The patches (``(module, function, line, ...)``) whose library line is no longer in that function
+    (empty: all still apply), so that an upgrade of verl or vLLM re-examines them. Run it in a process
+    where the patches are not applied."""
+    import importlib
+    import inspect
+
+    stale = []
+    for module, qualname, line, *_ in patches:
+        obj = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None)
+        if obj is None or line not in inspect.getsource(inspect.unwrap(obj)):
+            stale.append(f"{module}.{qualname}: {line!r}")
+    return stale
 
 
 def apply() -> None:

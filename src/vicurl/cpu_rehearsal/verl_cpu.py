@@ -12,7 +12,6 @@ verl re-examines them.
 from __future__ import annotations
 
 import functools
-import inspect
 import types
 from contextlib import contextmanager
 from typing import Any, Optional
@@ -163,17 +162,9 @@ PATCHES = (
 
 def check_patches() -> list[str]:
     """The patches whose verl line is no longer where verl 0.9.1 had it (empty: all still apply)."""
-    import importlib
+    from vicurl.cpu_rehearsal import stale_patches
 
-    stale = []
-    for module, qualname, line, _ in PATCHES:
-        obj = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        source = inspect.getsource(inspect.unwrap(obj))
-        if line not in source:
-            stale.append(f"{module}.{qualname}: {line!r}")
-    return stale
+    return stale_patches(PATCHES)
 
 
 for _, _, _, _patch in PATCHES:

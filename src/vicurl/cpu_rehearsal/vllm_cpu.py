@@ -1,0 +1,58 @@
+"""vLLM's CPU build under verl's weight sync: every linear layer computes with its own weight.
+
+vLLM 0.29 on a CPU hands each linear layer's weight, once loaded, to a packed kernel
+(``dispatch_cpu_unquantized_gemm``, ``model_executor/layers/utils.py``): the SGL AMX kernel for bf16
+weights up to 1 MiB on CPUs with AMX tiles, oneDNN for the rest wherever oneDNN builds the matmul
+(fp32 on every x86 CPU, bf16 on AVX-512), and replaces ``layer.weight`` by an empty Parameter. verl
+updates the rollout's weights in place through ``model.load_weights`` (each Parameter's
+``weight_loader``), so on those CPUs its first sync fails ("'Parameter' object has no attribute
+'weight_loader'"), and the lm_head, packed but not replaced, would keep sampling from stale weights.
+Only vLLM's torch fallback keeps the Parameters, as vLLM on a GPU does. So here every 2-D linear
+weight takes that fallback, ``torch.nn.functional.linear`` on the layer's own Parameter, on every
+CPU: AVX2 machines' bf16 layers already did (oneDNN builds no bf16 matmul there).
+
+Loaded in every vLLM process of the rehearsal's environment (vLLM's engine core and workers
+included) as a vLLM general plugin (entry point group ``vllm.general_plugins``), which
+`vicurl.cpu_rehearsal.alias_vllm` declares in the ``vllm`` alias distribution of .venv-vllm; a GPU
+environment has neither. ``PATCHES`` names vLLM's line this answers (`vicurl.cpu_rehearsal.stale_patches`).
+"""
+
+from __future__ import annotations
+
+ENTRY_POINT = "vicurl_cpu_weights = vicurl.cpu_rehearsal.vllm_cpu:register"
+
+_original = None
+
+
+def register() -> None:
+    """vLLM's plugin hook: on the CPU platform, linear layers keep their weights (a no-op elsewhere;
+    vLLM may call it more than once in a process)."""
+    global _original
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return
+    from vllm.model_executor.layers import utils
+
+    if _original is None:
+        _original = utils.dispatch_cpu_unquantized_gemm
+        utils.dispatch_cpu_unquantized_gemm = keep_weight
+
+
+def keep_weight(layer, remove_weight: bool) -> None:
+    """``dispatch_cpu_unquantized_gemm`` for verl's sync: a 2-D weight stays the Parameter vLLM loaded
+    (its ``weight_loader`` included) and the layer computes with it; other layers as vLLM does."""
+    import torch
+
+    if layer.weight.is_meta or layer.weight.ndim != 2:
+        return _original(layer, remove_weight)
+    layer.cpu_linear = torch.nn.functional.linear
+
+
+# (module, function, the line of vLLM 0.29.0 the patch answers)
+PATCHES = (
+    ("vllm.model_executor.layers.linear", "UnquantizedLinearMethod.process_weights_after_loading",
+     "dispatch_cpu_unquantized_gemm(layer, remove_weight=True)"),
+    ("vllm.model_executor.layers.utils", "dispatch_cpu_unquantized_gemm",
+     "layer.weight = torch.nn.Parameter(torch.empty(0), requires_grad=False)"),
+)
