@@ -34,8 +34,9 @@ rule train:
         settings=lambda w: runs_lib.train_settings(config, run_of(w)),
         start_from=start_from,
         engine=config["engine"],
-        # the run's verl settings (a changed `verl` section retrains the runs it changes)
-        verl=lambda w: dataclasses.asdict(runs_lib.verl_settings(config, w.model)) if VERL_ENGINE else None,
+        # the verl settings that can change what the run trains (a change retrains the runs it changes; a
+        # changed resource or step_timeout does not); the job reads the whole `verl` section from the config
+        verl=lambda w: runs_lib.verl_training_settings(config, w.model) if VERL_ENGINE else None,
     script:
         "../workflow_scripts/train.py"
 

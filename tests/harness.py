@@ -50,10 +50,41 @@ def snakemake_cmd(workdir: Path, *args: str, configs=(), snakefile: Path | None 
 
 def snakemake(workdir: Path, *args: str, configs=(), snakefile: Path | None = None, timeout: float = 900,
               **run) -> subprocess.CompletedProcess:
-    """Run :func:`snakemake_cmd` to its end, output captured as text; ``run``: more of
-    ``subprocess.run``'s arguments (``cwd``, ``env``)."""
-    return subprocess.run(snakemake_cmd(workdir, *args, configs=configs, snakefile=snakefile),
-                          capture_output=True, text=True, timeout=timeout, **run)
+    """Run :func:`snakemake_cmd` to its end (`bounded`), output captured as text; ``run``: more of
+    ``subprocess.Popen``'s arguments (``cwd``, ``env``)."""
+    return bounded(snakemake_cmd(workdir, *args, configs=configs, snakefile=snakefile), timeout=timeout, **run)
+
+
+def bounded(cmd: list[str], *, timeout: float, **popen) -> subprocess.CompletedProcess:
+    """``cmd`` to its end, output captured as text, in a session of its own. Past ``timeout`` seconds
+    every process it started ends, not only ``cmd``'s own (a train job and its Ray cluster outlived a
+    killed Snakemake): SIGTERM to the session and the process tree, SIGKILL after 30 s; then
+    `subprocess.TimeoutExpired`."""
+    from vicurl.engines.verl.supervise import end_session
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            **popen)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        end_session(proc, grace=30)
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(cmd, timeout, out, err) from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def alive(pids) -> list[int]:
+    """Those of ``pids`` still running (a zombie, which only its parent's exit clears, is not)."""
+    import psutil
+
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
 
 
 def link_demo_config(workdir: Path) -> None:

@@ -1,8 +1,10 @@
 """Rule train: `vicurl.engines.job.train`, resumable from `_work/`."""
 import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
+import dataclasses
 from pathlib import Path
 
+from vicurl import runs
 from vicurl.engines import job, workdir
 from vicurl.workflow import setup
 
@@ -13,6 +15,7 @@ setup(snakemake, history=Path(p.work_dir) / workdir.HISTORY).info(status)
 job.train(p.settings, engine=p.engine, model_dir=p.model_dir, train_set=snakemake.input.train_set,
           work_dir=p.work_dir, checkpoints=out.checkpoints, metrics=out.metrics, settings_out=out.settings,
           provenance_out=out.provenance, run=dict(study=w.study, model=w.model, setting=w.setting, seed=int(w.seed)),
-          config=snakemake.config, repo=Path(snakemake.scriptdir or ".").parent, verl=p.verl,
+          config=snakemake.config, repo=Path(snakemake.scriptdir or ".").parent,
+          verl=dataclasses.asdict(runs.verl_settings(snakemake.config, w.model)) if p.verl is not None else None,
           prompt_stats=snakemake.input.prompt_stats[0] if snakemake.input.prompt_stats else None,
-          start_from=p.start_from)
+          start_from=p.start_from, exit_with_parent=True)  # Snakemake gone: nobody would record the outputs

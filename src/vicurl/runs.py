@@ -16,6 +16,7 @@ The paper's mechanism study is such a study: the main runs (T_ref = 313) continu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -167,6 +168,17 @@ def total_steps(config: dict[str, Any], study: str) -> int:
 def verl_settings(config: dict[str, Any], model: str) -> VerlSettings:
     """The `verl` section for the runs of ``model`` (its ``verl.models`` entry over the section)."""
     return VerlSettings.from_dict(config.get("verl")).for_model(model)
+
+
+# keys of the `verl` section that shape the train job (its resources, its stall bound), not what it trains
+VERL_JOB_KEYS = ("cpus_per_gpu", "runtime", "runtime_scale", "mem_mb", "step_timeout", "models")
+
+
+def verl_training_settings(config: dict[str, Any], model: str) -> dict[str, Any]:
+    """The run's verl settings that can change what it trains: the train rule's ``params.verl``, so that
+    a change retrains the runs it changes, and a changed resource or ``step_timeout`` retrains none
+    (the job reads the whole section, `verl_settings`)."""
+    return {k: v for k, v in dataclasses.asdict(verl_settings(config, model)).items() if k not in VERL_JOB_KEYS}
 
 
 def train_runtime(config: dict[str, Any], run: Run, attempt: int = 1) -> int:

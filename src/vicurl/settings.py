@@ -96,6 +96,7 @@ class VerlSettings:
     mem_mb: int = 480000
     param_offload: bool = False  # the actor's fp32 weights on the CPU between uses (verl's fsdp_config)
     optimizer_offload: bool = False  # AdamW's moments on the CPU between updates
+    step_timeout: float = 60  # minutes a step may take before the train job ends the run as stalled
     overrides: list[str] = field(default_factory=list)
     models: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-model values of the keys above
 

@@ -75,48 +75,55 @@ def verl_section() -> dict:
 
 
 def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, prompt_stats: str | None = None,
-                kill_after_save: int | None = None, timeout: int = 900):
+                stop_after_save: int | None = None, verl: dict | None = None, env: dict | None = None,
+                timeout: int = 600):
     """One training run through the project's launcher (`python -m vicurl.engines.verl.launch`) in its
     own process, verl's `fit()` with vLLM's CPU build as the rollout, every step recorded
-    (tests/gpu_path/verl_recorder.py) into ``run_dir/recorded``. ``kill_after_save``: the process and
-    every process it started are killed (SIGKILL) once verl's tracker names that step."""
+    (tests/gpu_path/verl_recorder.py) into ``run_dir/recorded``. ``verl``: keys laid over the rehearsal's
+    `verl` section (its ``overrides`` after the rehearsal's); ``env``: more environment variables. ``stop_after_save``: the launcher (the train
+    job) gets SIGTERM, as SLURM or a user stops a job, once verl's tracker names that step. Past
+    ``timeout`` seconds every process of the run is ended and the test fails. Returns the exit code, the
+    log, and every process the run had when it was stopped (pid: title; empty when it was not)."""
     import json
     import os
+    import signal
     import subprocess
     import sys
     import time
 
     import psutil
 
+    from vicurl.engines.verl.supervise import end_session
+
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "settings.json").write_text(json.dumps(settings))
-    (run_dir / "verl.json").write_text(json.dumps(verl_section()))
-    env = {**os.environ, **cpu_rehearsal.environment(), "VICURL_RECORD_DIR": str(run_dir / "recorded")}
+    section = verl_section()
+    extra = dict(verl or {})
+    section = {**section, **extra, "overrides": section.get("overrides", []) + extra.get("overrides", [])}
+    (run_dir / "verl.json").write_text(json.dumps(section))
+    env = {**os.environ, **cpu_rehearsal.environment(), "VICURL_RECORD_DIR": str(run_dir / "recorded"), **(env or {})}
     env["VERL_USE_EXTERNAL_MODULES"] += ",verl_recorder"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH")) if p)
     cmd = [sys.executable, "-m", "vicurl.engines.verl.launch", "--settings", str(run_dir / "settings.json"),
            "--model", model, "--train-set", train_set, "--work-dir", str(run_dir / "_work"),
            "--checkpoints", str(run_dir / "checkpoints"), "--metrics", str(run_dir / "metrics.jsonl"),
-           "--verl-config", str(run_dir / "verl.json"), *(["--prompt-stats", prompt_stats] if prompt_stats else [])]
+           "--verl-config", str(run_dir / "verl.json"), "--exit-with-parent",  # pytest killed: the run ends too
+           *(["--prompt-stats", prompt_stats] if prompt_stats else [])]
     log = open(run_dir / "launch.log", "a")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     tracker = run_dir / "_work" / "verl_checkpoints" / "latest_checkpointed_iteration.txt"
-    start = time.time()
+    start, stopped = time.time(), {}
     while proc.poll() is None:
-        if time.time() - start > timeout or (kill_after_save is not None and tracker.exists()
-                                             and tracker.read_text().strip() == str(kill_after_save)):
-            procs = psutil.Process(proc.pid).children(recursive=True) + [psutil.Process(proc.pid)]
-            for p in procs:
-                try:
-                    p.kill()
-                except psutil.NoSuchProcess:
-                    pass
-            proc.wait()
-            psutil.wait_procs(procs, timeout=30)
-            break
+        if time.time() - start > timeout:
+            end_session(proc, grace=30)
+            pytest.fail(f"the run took over {timeout} s; its log: {run_dir / 'launch.log'}")
+        if (stop_after_save is not None and not stopped and tracker.exists()
+                and tracker.read_text().strip() == str(stop_after_save)):
+            stopped = {p.pid: " ".join(p.cmdline()[:1]) for p in psutil.Process(proc.pid).children(recursive=True)}
+            proc.send_signal(signal.SIGTERM)
         time.sleep(0.2)
     log.close()
-    return proc.returncode, (run_dir / "launch.log").read_text()
+    return proc.returncode, (run_dir / "launch.log").read_text(), stopped
 
 
 @pytest.fixture(scope="session")

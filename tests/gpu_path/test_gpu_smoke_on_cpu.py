@@ -5,20 +5,45 @@ CPU build generating, stand-ins for the Hub's model and data (`vicurl.cpu_rehear
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 
-from vicurl.cpu_rehearsal import rehearse
+from vicurl.cpu_rehearsal import command
+
+from harness import alive, bounded
 
 RESULTS = Path("results") / "gpu_smoke_cpu"
 
 
 def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    """`make rehearse`'s command in ``workdir``, 2 cores."""
-    return rehearse(workdir, [*args, "--cores", "2"], capture_output=True, text=True, timeout=2400)
+    """`make rehearse`'s command in ``workdir``, 2 cores; past 25 minutes every process it started ends."""
+    cmd, env = command(workdir, [*args, "--cores", "2"])
+    return bounded(cmd, env=env, timeout=1500)
+
+
+def ctrl_c_while_vllm_serves_verl(workdir: Path) -> tuple[int, dict[int, str]]:
+    """`make rehearse`'s command in ``workdir``, in a process group of its own as a terminal's foreground
+    job, interrupted as Ctrl-C does (SIGINT to the group: Snakemake and its jobs) once the train job's vLLM
+    engine runs. Returns Snakemake's exit code and every process it had then (pid: title)."""
+    cmd, env = command(workdir, ["all", "--cores", "2"])
+    with open(workdir / "interrupted.log", "w") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 900
+    while True:
+        assert proc.poll() is None and time.time() < deadline, (workdir / "interrupted.log").read_text()[-4000:]
+        tree = {p.pid: " ".join(p.cmdline()[:1]) for p in psutil.Process(proc.pid).children(recursive=True)}
+        if any(title.startswith("VLLM::EngineCore") for title in tree.values()):
+            break
+        time.sleep(1)
+    os.killpg(proc.pid, signal.SIGINT)
+    return proc.wait(timeout=300), tree
 
 
 @pytest.mark.vllm
@@ -27,7 +52,17 @@ def test_the_gpu_smoke_dag_runs_end_to_end_on_the_cpu(vllm, tmp_path):
     """The first cluster run, rehearsed whole: data from local files -> 4 steps of verl's own loop
     (Ray, FSDP2, vLLM's CPU build as the rollout; majority vote, VI-CuRL) -> the exports of steps 2 and 4
     -> one vLLM generation job per checkpoint (Base, steps 2 and 4) on the `gpu` resource -> grading
-    -> the table; then rule prompt_stats through vLLM."""
+    -> the table; then rule prompt_stats through vLLM. Before that, Ctrl-C while verl trains: the train job
+    ends verl's loop, Ray's processes and vLLM's before Snakemake exits, and the rerun trains afresh."""
+    rc, tree = ctrl_c_while_vllm_serves_verl(tmp_path)
+    assert rc != 0 and any(title.endswith("raylet") for title in tree.values()), tree
+    deadline = time.time() + 30  # what SIGKILL ended, its parent may not have reaped yet
+    while alive(tree) and time.time() < deadline:
+        time.sleep(1)
+    assert not alive(tree), {pid: tree[pid] for pid in alive(tree)}
+    train_log = tmp_path / RESULTS / "logs" / "train" / "main" / "qwen_0.5b_instruct" / "majority_vote-vicurl" / "seed0.log"
+    assert "SIGINT: ended verl's loop" in train_log.read_text()
+
     out = run(tmp_path, "all")
     assert out.returncode == 0, out.stderr[-4000:]
     run_dir = tmp_path / RESULTS / "runs" / "main" / "qwen_0.5b_instruct" / "majority_vote-vicurl" / "seed0"
@@ -59,6 +94,9 @@ def test_the_gpu_smoke_dag_runs_end_to_end_on_the_cpu(vllm, tmp_path):
     assert "rule train:" in plan and "Params have changed since last execution" in plan, plan[-4000:]
     unchanged = run(tmp_path, "all", "-n")
     assert "Nothing to be done" in unchanged.stdout + unchanged.stderr
+    # the job's bound on a step and its resources change nothing it trains: no rerun
+    bounds = run(tmp_path, "all", "-n", "--config", "verl={step_timeout: 30, runtime: 99, mem_mb: 1000}")
+    assert "Nothing to be done" in bounds.stdout + bounds.stderr, (bounds.stdout + bounds.stderr)[-4000:]
 
     # rule prompt_stats samples through vLLM too (AdaRFT's and SENT's table; no curriculum here asks for it)
     stats = RESULTS / "prompt_stats" / "qwen_0.5b_instruct" / "deepscaler.parquet"

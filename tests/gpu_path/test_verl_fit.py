@@ -26,6 +26,8 @@ from vicurl.curriculum.schedules import linear_beta
 from vicurl.engines.verl.hook import read_metrics
 from vicurl.settings import TrainSettings
 
+from harness import alive
+
 pytestmark = pytest.mark.verl_fit
 
 BASE = {"batch_size": 8, "group_size": 4, "max_prompt_length": 96, "max_response_length": 48, "lr": 5e-3,
@@ -59,17 +61,20 @@ def trained_prompts(update: dict) -> set[str]:
 
 @pytest.fixture(scope="module")
 def entropy_runs(vllm, verl_launch, tiny_model_dir, demo_train_set, tmp_path_factory):
-    """VI-CuRL with the entropy reward (RENT), 3 steps: run ``a`` uninterrupted, run ``b`` killed (every
-    process, SIGKILL) once verl's save of step 2 is complete, then resumed by the same command."""
+    """VI-CuRL with the entropy reward (RENT), 3 steps: run ``a`` uninterrupted, run ``b`` stopped (SIGTERM
+    to the train job, as SLURM's time limit or a user sends it) once verl's save of step 2 is complete,
+    then resumed by the same command. Also returned: the processes run ``b`` had when it was stopped
+    and those of them left once the job exited."""
     settings = {**BASE, "total_steps": 3, "reward": "entropy", "curriculum": "vicurl", "export_steps": [1, 2, 3]}
     root = tmp_path_factory.mktemp("vicurl_entropy")
-    rc, log = verl_launch(root / "a", settings, tiny_model_dir, demo_train_set)
+    rc, log, _ = verl_launch(root / "a", settings, tiny_model_dir, demo_train_set)
     assert rc == 0, log[-4000:]
-    rc, log = verl_launch(root / "b", settings, tiny_model_dir, demo_train_set, kill_after_save=2)
+    rc, log, stopped = verl_launch(root / "b", settings, tiny_model_dir, demo_train_set, stop_after_save=2)
+    left = alive(stopped)
     assert rc != 0 and not (root / "b" / "metrics.jsonl").exists(), log[-2000:]
-    rc, log = verl_launch(root / "b", settings, tiny_model_dir, demo_train_set)
+    rc, log, _ = verl_launch(root / "b", settings, tiny_model_dir, demo_train_set)
     assert rc == 0, log[-4000:]
-    return root / "a", root / "b", settings
+    return root / "a", root / "b", settings, {"stopped": stopped, "left": left}
 
 
 # ---------------------------------------------------------------- VI-CuRL with a verifier-free reward
@@ -81,7 +86,7 @@ def test_one_metrics_row_per_step_on_the_papers_schedule(entropy_runs, tiny_mode
     from vicurl.data import schema
     from vicurl.engines.local import LocalTrainer
 
-    a, _, settings = entropy_runs
+    a, _, settings, _ = entropy_runs
     rows = read_metrics(a / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]
     for r in rows:
@@ -101,7 +106,7 @@ def test_the_kept_prompts_are_the_most_confident_by_verls_entropies(entropy_runs
     batch (at most a padding group's rows remain, masked)."""
     from transformers import AutoConfig
 
-    a, _, settings = entropy_runs
+    a, _, settings, _ = entropy_runs
     vocab = AutoConfig.from_pretrained(tiny_model_dir).vocab_size
     for row in read_metrics(a / "metrics.jsonl"):
         step, k = row["step"], int(row["curriculum/kept"])
@@ -122,7 +127,7 @@ def test_the_update_is_the_kept_prompts_update_weighted_one_over_beta(entropy_ru
     beta-hat times as large."""
     from transformers import AutoModelForCausalLM
 
-    a, _, settings = entropy_runs
+    a, _, settings, _ = entropy_runs
     row = read_metrics(a / "metrics.jsonl")[0]
     (update,) = records(a, 1, "update")
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
@@ -155,7 +160,7 @@ def test_vllm_samples_from_the_weights_the_last_update_made(entropy_runs, tiny_m
     here); the metrics rows carry the agreement (``rollout/probs_diff_*``)."""
     from transformers import AutoModelForCausalLM
 
-    a, _, _ = entropy_runs
+    a, _, _, _ = entropy_runs
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     for step in (2, 3):
         (old,) = records(a, step, "old_pass")
@@ -169,15 +174,15 @@ def test_vllm_samples_from_the_weights_the_last_update_made(entropy_runs, tiny_m
         assert row["rollout/probs_diff_mean"] < 0.01 and row["rollout/probs_diff_max"] < 0.5
 
 
-def test_a_killed_run_resumes_to_the_uninterrupted_runs_numbers(entropy_runs):
-    """Killed after step 2's save and resumed: step 3's metrics and every export equal the uninterrupted
-    run's (the rollouts are seeded per request, `vicurl.engines.verl.rollout_seeds`), the export the kill
-    interrupted is redone, and the save from before the kill no longer keeps its shards."""
+def test_a_stopped_run_resumes_to_the_uninterrupted_runs_numbers(entropy_runs):
+    """Stopped after step 2's save and resumed: step 3's metrics and every export equal the uninterrupted
+    run's (the rollouts are seeded per request, `vicurl.engines.verl.rollout_seeds`), the export the stop
+    interrupted is redone, and the save from before the stop no longer keeps its shards."""
     from safetensors.torch import load_file
 
     from vicurl.engines.verl.export import checkpoint_dir
 
-    a, b, _ = entropy_runs
+    a, b, _, _ = entropy_runs
     assert "training from verl's save of step 2" in (b / "launch.log").read_text()
     assert [stable(r) for r in read_metrics(b / "metrics.jsonl")] == [stable(r) for r in read_metrics(a / "metrics.jsonl")]
     for step in (1, 2, 3):
@@ -188,6 +193,16 @@ def test_a_killed_run_resumes_to_the_uninterrupted_runs_numbers(entropy_runs):
         assert with_shards == ["global_step_3"], run
 
 
+def test_a_stopped_run_leaves_none_of_its_processes(entropy_runs):
+    """SIGTERM to the train job ended every process of the run before the job exited: verl's loop, Ray's
+    (gcs_server, raylet, the worker actors) and vLLM's (engine core, worker), none left."""
+    *_, stop = entropy_runs
+    titles = list(stop["stopped"].values())
+    assert any(t.startswith("VLLM::EngineCore") for t in titles) and any(t.endswith("raylet") for t in titles), titles
+    assert any("vicurl.engines.verl.fit" in t or t.endswith("python") for t in titles), titles
+    assert stop["left"] == [], {pid: stop["stopped"][pid] for pid in stop["left"]}
+
+
 def test_the_exports_load_in_transformers_and_vllm_and_generate(entropy_runs, engine_args):
     """Each evaluated step's export is a Hugging Face folder both generators load and sample from."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -195,7 +210,7 @@ def test_the_exports_load_in_transformers_and_vllm_and_generate(entropy_runs, en
     from vicurl.evaluation.vllm_generate import generate_records_vllm
     from vicurl.settings import SamplingSettings
 
-    a, _, _ = entropy_runs
+    a, _, _, _ = entropy_runs
     export = a / "checkpoints" / "step3"
     tok = AutoTokenizer.from_pretrained(export)
     model = AutoModelForCausalLM.from_pretrained(export)
@@ -209,6 +224,32 @@ def test_the_exports_load_in_transformers_and_vllm_and_generate(entropy_runs, en
     assert len(records_) == 2 and (records_["n_tokens"] > 0).all()
 
 
+# ---------------------------------------------------------------- a rollout engine that fails
+
+
+def test_a_broken_rollout_engine_fails_the_run_within_its_step_timeout(vllm, verl_launch, tiny_model_dir,
+                                                                       demo_train_set, tmp_path):
+    """vLLM's CPU build without the rehearsal's plugin (`vicurl.cpu_rehearsal.vllm_cpu`), rollouts in
+    float32: vLLM packs the weights away and verl's first weight sync fails in vLLM's worker, after
+    which verl 0.9.1 waits forever. The train job's guard ends the run once no step has finished within
+    ``verl.step_timeout`` (here 3 minutes): the job fails, its log holds vLLM's error, the guard's
+    message names the engine's log, and none of the run's processes is left."""
+    import time
+
+    settings = {**BASE, "total_steps": 2, "reward": "oracle", "curriculum": "none", "export_steps": [2]}
+    verl = {"step_timeout": 3, "overrides": ["actor_rollout_ref.rollout.dtype=float32"]}
+    start = time.time()
+    rc, log, _ = verl_launch(tmp_path / "broken", settings, tiny_model_dir, demo_train_set, verl=verl,
+                             env={"VLLM_PLUGINS": "none"})  # no vLLM plugin is loaded
+    took = time.time() - start
+    assert rc != 0 and not (tmp_path / "broken" / "metrics.jsonl").exists(), log[-4000:]
+    assert "'Parameter' object has no attribute 'weight_loader'" in log  # vLLM's error, through Ray's log
+    assert "no training step finished in 3 minutes since it started (verl.step_timeout)" in log, log[-4000:]
+    assert "The rollout engine's log: " in log and "Its last errors:" in log, log[-4000:]
+    assert 180 < took < 300, took
+    assert "Ended verl's loop" in log
+
+
 # ---------------------------------------------------------------- VCRL's replay, the oracle reward
 
 
@@ -219,7 +260,7 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
     batch carried global_token_num.)"""
     settings = {**BASE, "total_steps": 3, "reward": "oracle", "curriculum": "vcrl",
                 "curriculum_params": {"switch_step": 1}, "export_steps": [3]}
-    rc, log = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set)
+    rc, log, _ = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set)
     assert rc == 0, log[-4000:]
     rows = read_metrics(tmp_path / "vcrl" / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -251,7 +292,7 @@ def test_sent_draws_the_prompts_it_proposes(vllm, verl_launch, tiny_model_dir, d
     stats_path = tmp_path / "prompt_stats.parquet"
     stats.to_parquet(stats_path)
     settings = {**BASE, "total_steps": 2, "reward": "oracle", "curriculum": "sent", "export_steps": [2]}
-    rc, log = verl_launch(tmp_path / "sent", settings, tiny_model_dir, demo_train_set, prompt_stats=str(stats_path))
+    rc, log, _ = verl_launch(tmp_path / "sent", settings, tiny_model_dir, demo_train_set, prompt_stats=str(stats_path))
     assert rc == 0, log[-4000:]
     sent = make_curriculum("sent", {})
     sent.setup(df, batch_size=BASE["batch_size"], total_steps=2, seed=BASE["seed"], stats=stats)

@@ -173,3 +173,18 @@ def test_a_run_is_built_and_parsed_in_one_place():
     for study, model, setting, seed, *_ in R.evaluations(cfg):
         assert R.Run.of(study, model, setting, seed).setting == setting
         assert R.checkpoint_owner(cfg, R.Run.of(study, model, setting, seed), 10).study == study
+
+
+def test_only_verl_settings_that_change_training_are_the_train_jobs_params():
+    """The train rule's ``params.verl`` (a change reruns the job): what verl trains with, per model; the
+    resources and the stall bound are the job's, and a change to them retrains nothing."""
+    cfg = {"verl": {"overrides": ["a=1"], "runtime": 600, "step_timeout": 5, "mem_mb": 10,
+                    "models": {"m": {"max_token_len_per_gpu": 8192, "step_timeout": 9}}}}
+    params = R.verl_training_settings(cfg, "m")
+    assert params["overrides"] == ["a=1"] and params["max_token_len_per_gpu"] == 8192
+    assert not set(params) & set(R.VERL_JOB_KEYS)
+    changed = {"verl": {**cfg["verl"], "runtime": 1, "step_timeout": 1, "mem_mb": 1, "cpus_per_gpu": 1,
+                        "runtime_scale": {"m": 3}}}
+    assert R.verl_training_settings(changed, "m") == params
+    assert R.verl_settings(cfg, "m").step_timeout == 9  # the job reads the whole section
+    assert R.verl_training_settings({"verl": {**cfg["verl"], "overrides": ["a=2"]}}, "m") != params

@@ -92,11 +92,9 @@ def apply() -> None:
         os.environ.setdefault(k, v)
 
 
-def rehearse(workdir: str | Path = ".", args: list[str] | tuple[str, ...] = ("all", "--cores", "all"),
-             **run_kw) -> subprocess.CompletedProcess:
-    """Snakemake on config/gpu_smoke.yaml with config/gpu_smoke_cpu.yaml laid over it, in ``workdir``
-    (results under ``workdir/results/gpu_smoke_cpu``), one GPU job at a time as on a one-GPU node; the
-    stand-ins are written first where missing. ``args``: targets and further Snakemake options."""
+def command(workdir: str | Path = ".", args: list[str] | tuple[str, ...] = ("all", "--cores", "all")
+            ) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of `rehearse` (the stand-ins are written first where missing)."""
     workdir = Path(workdir)
     if not (workdir / STAND_INS).exists():
         from vicurl.cpu_rehearsal import stand_ins
@@ -104,7 +102,16 @@ def rehearse(workdir: str | Path = ".", args: list[str] | tuple[str, ...] = ("al
         stand_ins.write(workdir / STAND_INS)
     cmd = [sys.executable, "-m", "snakemake", *args, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
            "--resources", "gpu=1", "--configfile", *map(str, CONFIGS)]
-    return subprocess.run(cmd, env={**os.environ, **environment()}, **run_kw)
+    return cmd, {**os.environ, **environment()}
+
+
+def rehearse(workdir: str | Path = ".", args: list[str] | tuple[str, ...] = ("all", "--cores", "all"),
+             **run_kw) -> subprocess.CompletedProcess:
+    """Snakemake on config/gpu_smoke.yaml with config/gpu_smoke_cpu.yaml laid over it, in ``workdir``
+    (results under ``workdir/results/gpu_smoke_cpu``), one GPU job at a time as on a one-GPU node; the
+    stand-ins are written first where missing. ``args``: targets and further Snakemake options."""
+    cmd, env = command(workdir, args)
+    return subprocess.run(cmd, env=env, **run_kw)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,11 +18,13 @@ from vicurl.settings import TrainSettings
 def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set: str | Path, work_dir: str | Path,
           checkpoints: str | Path, metrics: str | Path, settings_out: str | Path, provenance_out: str | Path,
           run: Mapping[str, Any], config: Mapping[str, Any], repo: str | Path, verl: Mapping[str, Any] | None = None,
-          prompt_stats: str | None = None, start_from: Mapping[str, Any] | None = None) -> None:
+          prompt_stats: str | None = None, start_from: Mapping[str, Any] | None = None,
+          exit_with_parent: bool = False) -> None:
     """Train ``settings`` (`vicurl.runs.train_settings`) from ``model_dir`` on ``train_set`` with
     ``engine`` (``local``: one CPU process; ``verl``: verl 0.9.1 on GPUs, ``verl`` its section),
     exporting the checkpoints and metrics; ``start_from``: a continued run's source work folder and
-    step; ``run``: the run's identity for the provenance, ``config`` the resolved config."""
+    step; ``run``: the run's identity for the provenance, ``config`` the resolved config;
+    ``exit_with_parent``: verl's loop ends when the process that started this one does (Snakemake's job)."""
     settings = dict(settings)
     s = TrainSettings.from_dict(settings)
     data: dict[str, Any] = {}
@@ -30,7 +32,7 @@ def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set
         from vicurl.engines.verl.launch import run as run_verl
 
         data = run_verl(settings, model_dir, train_set, work_dir, checkpoints, metrics, verl=verl,
-                        prompt_stats=prompt_stats, start_from=start_from)
+                        prompt_stats=prompt_stats, start_from=start_from, exit_with_parent=exit_with_parent)
     else:
         import pandas as pd
 

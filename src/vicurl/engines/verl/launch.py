@@ -3,7 +3,7 @@
     python -m vicurl.engines.verl.launch --settings train_config.json --model Qwen/Qwen2.5-Math-1.5B \\
         --train-set results/paper/data/deepscaler.parquet --work-dir .../_work \\
         --checkpoints .../checkpoints --metrics .../metrics.jsonl [--verl-config verl.json] \\
-        [--continue-from .../main/.../_work:313]
+        [--continue-from .../main/.../_work:313] [--exit-with-parent]
 
 (the train rule calls ``run`` directly when ``engine: verl``). verl's config is ``CONFIG``
 (``vicurl_ppo_trainer.yaml``: verl's ``ppo_trainer`` and what every run sets the same way) with
@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -145,10 +146,11 @@ def compose(override_list: list[str]):
 
 def run(settings: TrainSettings | dict[str, Any], model_path: str, train_set: str, work_dir: str, checkpoints: str,
         metrics: str, verl: VerlSettings | dict[str, Any] | None = None, prompt_stats: str | None = None,
-        start_from: dict[str, Any] | None = None) -> dict[str, Any]:
+        start_from: dict[str, Any] | None = None, exit_with_parent: bool = False) -> dict[str, Any]:
     """Train (resuming from ``work_dir``), then publish the exports and metrics (GPU machine).
     ``start_from`` (``{"work_dir", "step"}``): a run continuing another starts from that run's last
-    save (`export.fork`). Returns what the run's provenance records of it (the prompts dropped as too long)."""
+    save (`export.fork`); ``exit_with_parent``: see `train`. Returns what the run's provenance records
+    of it (the prompts dropped as too long)."""
     from vicurl.engines.verl.hook import check_settings
 
     s = check_settings(settings)
@@ -174,7 +176,8 @@ def run(settings: TrainSettings | dict[str, Any], model_path: str, train_set: st
         log.info("verl's last save is step %d of %d: the run is trained, only publishing", done, total)
     else:
         log.info("training from %s", f"verl's save of step {done}" if done else "the base model")
-        train(s, model_path, work, verl, prompt_stats, n_train=report["rows"] - report["dropped"])
+        train(s, model_path, work, verl, prompt_stats, n_train=report["rows"] - report["dropped"],
+              exit_with_parent=exit_with_parent)
     publish(work, exports, checkpoints, metrics)
     return {"long_prompts": report}
 
@@ -206,28 +209,28 @@ def prepare(settings: TrainSettings | dict[str, Any], model_path: str, train_set
 
 
 def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettings | dict[str, Any] | None,
-          prompt_stats: str | None, n_train: int) -> None:
-    """verl's GRPO loop with ``VICuRLTrainer`` (resume_mode auto: from verl's last save in ``work``)."""
+          prompt_stats: str | None, n_train: int, exit_with_parent: bool = False) -> None:
+    """verl's GRPO loop with ``VICuRLTrainer`` (resume_mode auto: from verl's last save in ``work``), in a
+    process of its own (`vicurl.engines.verl.fit`) that `vicurl.engines.verl.supervise` ends, with every
+    Ray and vLLM process of the run, when a step outlasts ``verl.step_timeout`` minutes, vLLM's engine
+    dies, the job is stopped or (``exit_with_parent``) the job's parent ends. The overrides: ``<work>/verl_overrides.json``."""
     from transformers import AutoConfig
 
+    from vicurl.engines.verl import supervise
+    from vicurl.io import write_json
+
+    v = verl if isinstance(verl, VerlSettings) else VerlSettings.from_dict(verl)
     ov = overrides(settings, model_path=model_path, train_files=str(work / "verl_train.parquet"), work_dir=str(work),
                    settings_path=str(work / "settings.json"), train_set=str(work / "train_set.parquet"),
-                   vocab_size=int(AutoConfig.from_pretrained(model_path).vocab_size), n_train=n_train, verl=verl,
+                   vocab_size=int(AutoConfig.from_pretrained(model_path).vocab_size), n_train=n_train, verl=v,
                    prompt_stats=prompt_stats)
     ov.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH={_q(worker_pythonpath())}")
-    os.environ.setdefault("VERL_FILE_LOGGER_PATH", str(work / "verl_log.jsonl"))
-    config = compose(ov)
-
-    from verl.trainer.main_ppo import run_ppo
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
-    from verl.utils.device import auto_set_device
-
-    from vicurl.engines.verl.runner import VICuRLTaskRunner
-
-    auto_set_device(config)
-    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    run_ppo(config, task_runner_class=VICuRLTaskRunner)
+    write_json(work / "verl_overrides.json", ov)
+    env = {**os.environ, "PYTHONPATH": worker_pythonpath()}
+    env.setdefault("VERL_FILE_LOGGER_PATH", str(work / "verl_log.jsonl"))
+    supervise.run([sys.executable, "-m", "vicurl.engines.verl.fit", str(work / "verl_overrides.json")], env=env,
+                  progress=work / "metrics.jsonl", step_timeout=60 * float(v.step_timeout),
+                  exit_with_parent=exit_with_parent)
 
 
 def worker_pythonpath() -> str:
@@ -264,6 +267,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--verl-config", help="JSON of the config's `verl` section")
     p.add_argument("--prompt-stats")
     p.add_argument("--continue-from", metavar="WORK_DIR:STEP", help="the work folder and last step of the run this one continues")
+    p.add_argument("--exit-with-parent", action="store_true",
+                   help="end the run (verl's loop, Ray, vLLM) when the process that started this one ends")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     verl = json.loads(Path(a.verl_config).read_text()) if a.verl_config else None
@@ -272,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
         where, _, step = a.continue_from.rpartition(":")
         start = {"work_dir": where, "step": int(step)}
     run(json.loads(Path(a.settings).read_text()), a.model, a.train_set, a.work_dir, a.checkpoints, a.metrics, verl,
-        a.prompt_stats, start)
+        a.prompt_stats, start, exit_with_parent=a.exit_with_parent)
 
 
 if __name__ == "__main__":

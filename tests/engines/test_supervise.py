@@ -1,0 +1,153 @@
+"""The train job's guard over verl's loop (`vicurl.engines.verl.supervise`) on real processes shaped like
+a verl run's: a loop process whose helpers sit in process groups of their own and ignore SIGTERM (as
+Ray's workers do), and a process titled as vLLM's engine core. verl's own loop under the guard, a
+broken rollout engine and an interrupted run, are in tests/gpu_path/test_verl_fit.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from vicurl.engines.verl import supervise
+
+# The loop: a helper in a process group of its own that ignores SIGTERM, optionally an "engine"
+# (a process titled VLLM::EngineCore whose parent, the "actor", logs to a Ray-like session folder),
+# then `touches` progress every `every` seconds, `steps` times, then sleeps `tail` seconds and exits `rc`.
+LOOP = textwrap.dedent("""
+    import json, os, signal, subprocess, sys, time
+    a = json.loads(sys.argv[1])
+    helper = subprocess.Popen([sys.executable, "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"], process_group=0)
+    pids = {"loop": os.getpid(), "helper": helper.pid}
+    if a.get("engine"):
+        logs = a["engine"]  # .../session_x/logs, named on the loop's command line as Ray's processes name theirs
+        with open(os.path.join(logs, f"worker-abc-01000000-{os.getpid()}.out"), "w") as f:
+            f.write("INFO starting\\nERROR 11-26 [core.py:1] RuntimeError: Worker failed with error 'boom'\\n")
+        engine = subprocess.Popen(["bash", "-c", "exec -a VLLM::EngineCore sleep 600"])
+        pids["engine"] = engine.pid
+    with open(a["pids"], "w") as f:
+        json.dump(pids, f)
+    if a.get("kill_engine_after"):
+        time.sleep(a["kill_engine_after"])
+        engine.kill()
+        engine.wait()
+    for _ in range(a.get("steps", 0)):
+        time.sleep(a["every"])
+        with open(a["progress"], "a") as f:
+            f.write("{}\\n")
+    time.sleep(a.get("tail", 600))
+    sys.exit(a.get("rc", 0))
+""")
+
+
+def loop_cmd(tmp_path: Path, **args) -> list[str]:
+    args = {"pids": str(tmp_path / "pids.json"), "progress": str(tmp_path / "metrics.jsonl"), **args}
+    return [sys.executable, "-c", LOOP, json.dumps(args)]
+
+
+def pids(tmp_path: Path, timeout: float = 30) -> dict[str, int]:
+    path = tmp_path / "pids.json"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if path.exists() and path.read_text():
+            return json.loads(path.read_text())
+        time.sleep(0.1)
+    raise AssertionError("the loop wrote no pids")
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def assert_all_ended(tmp_path: Path) -> None:
+    left = {k: p for k, p in pids(tmp_path).items() if alive(p)}
+    assert not left, left
+
+
+def test_a_loop_that_ends_well_returns_and_a_failing_one_raises_with_its_code(tmp_path):
+    supervise.run(loop_cmd(tmp_path, tail=0), progress=tmp_path / "metrics.jsonl", step_timeout=60, poll=0.2)
+    with pytest.raises(supervise.LoopFailed, match="exited with code 3"):
+        supervise.run(loop_cmd(tmp_path, tail=0, rc=3), progress=tmp_path / "metrics.jsonl", step_timeout=60, poll=0.2)
+    assert_all_ended(tmp_path)  # the helper too: it was in the loop's session
+
+
+def test_a_stalled_loop_ends_with_every_process_of_its_session(tmp_path):
+    """No step within step_timeout: the error says so, and the loop and its helper (own process group,
+    deaf to SIGTERM: SIGKILL after the grace) are gone."""
+    start = time.time()
+    with pytest.raises(supervise.LoopFailed, match=r"no training step finished in 0.05 minutes since it started"):
+        supervise.run(loop_cmd(tmp_path), progress=tmp_path / "metrics.jsonl", step_timeout=3, poll=0.2, end_grace=1)
+    assert time.time() - start < 20
+    assert_all_ended(tmp_path)
+
+
+def test_steps_reset_the_clock(tmp_path):
+    """Six steps a second apart, each within the 3 s bound, 6 s in all: no stall."""
+    supervise.run(loop_cmd(tmp_path, steps=6, every=1.0, tail=0), progress=tmp_path / "metrics.jsonl",
+                  step_timeout=3, poll=0.2)
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 6
+
+
+def test_a_lost_engine_ends_the_run_naming_the_engines_log(tmp_path):
+    """The engine process ends while the loop runs on: after the grace the run ends, the error names the
+    log of the engine's parent (the actor, Ray's worker-*-<pid>.out) and quotes its errors."""
+    logs = tmp_path / "ray" / "session_2026-11-26_00-00-00_1_1" / "logs"
+    logs.mkdir(parents=True)
+    with pytest.raises(supervise.LoopFailed) as e:
+        supervise.run(loop_cmd(tmp_path, engine=str(logs), kill_engine_after=1), progress=tmp_path / "metrics.jsonl",
+                      step_timeout=60, poll=0.2, engine_grace=1, end_grace=1)
+    msg = str(e.value)
+    assert "vLLM's VLLM::EngineCore" in msg and "the rollout engine is gone" in msg
+    loop = pids(tmp_path)["loop"]
+    assert f"The rollout engine's log: {logs}/worker-abc-01000000-{loop}.out" in msg
+    assert "RuntimeError: Worker failed with error 'boom'" in msg and "INFO starting" not in msg
+    assert_all_ended(tmp_path)
+
+
+# The job: `supervise.run` on LOOP in a process of its own (a train job under Snakemake)
+JOB = textwrap.dedent("""
+    import sys
+    from vicurl.engines.verl import supervise
+    supervise.run(sys.argv[1:], progress="no-progress-file", step_timeout=600, poll=0.2,
+                  exit_with_parent=True, end_grace=2)
+""")
+
+
+@pytest.mark.parametrize("sig, codes", [(signal.SIGTERM, {128 + signal.SIGTERM}), (signal.SIGINT, {-signal.SIGINT, 130}),
+                                        (signal.SIGHUP, {128 + signal.SIGHUP})])
+def test_a_stopped_job_ends_its_loop(tmp_path, sig, codes):
+    """SIGTERM (SLURM, kill), SIGINT (Ctrl-C) or SIGHUP to the job: every process of the loop ends, and the
+    job exits as stopped by that signal."""
+    job = subprocess.Popen([sys.executable, "-c", JOB, *loop_cmd(tmp_path)])
+    pids(tmp_path)
+    job.send_signal(sig)
+    assert job.wait(timeout=30) in codes
+    assert_all_ended(tmp_path)
+
+
+def test_a_job_whose_parent_died_ends_its_loop(tmp_path):
+    """The job's parent (Snakemake) is killed: the job notices, ends its loop and exits."""
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                               "print(subprocess.Popen(sys.argv[1:]).pid, flush=True); time.sleep(600)",
+                               sys.executable, "-c", JOB, *loop_cmd(tmp_path)], stdout=subprocess.PIPE, text=True)
+    job = int(parent.stdout.readline())
+    pids(tmp_path)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 30
+    while alive(job) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not alive(job)
+    assert_all_ended(tmp_path)
