@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -568,3 +569,27 @@ def test_ray_workers_import_the_project_from_the_checkout(tmp_path):
             assert ray.get(probe.remote()) == expected
         finally:
             ray.shutdown()
+
+
+def test_ray_starts_under_a_long_tmpdir_through_the_launchers_link(tmp_path):
+    """SLURM's per-job TMPDIRs are often long, and Ray's socket paths (under $TMPDIR/ray/session_*)
+    must fit 107 bytes: under a 70-character TMPDIR Ray does not start; with the launcher's RAY_TMPDIR
+    (`launch.ray_tmpdir`, a short link in /tmp to a folder in TMPDIR) it does, its files land in
+    TMPDIR, and the link is gone afterwards."""
+    base = tmp_path if len(str(tmp_path)) < 60 else Path(tempfile.mkdtemp(dir="/tmp"))
+    long = base / ("t" * (69 - len(str(base))))
+    long.mkdir()
+    assert len(str(long)) == 70
+    env = {k: v for k, v in os.environ.items() if k != "RAY_TMPDIR"} | {"TMPDIR": str(long)}
+    code = "import ray; ray.init(num_cpus=1, include_dashboard=False); print('started', flush=True); ray.shutdown()"
+    plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert plain.returncode != 0 and "AF_UNIX path length cannot exceed 107 bytes" in plain.stdout + plain.stderr
+    with launch.ray_tmpdir(env) as extra:
+        link = extra["RAY_TMPDIR"]
+        assert len(link) < 30 and Path(link).resolve().parent == long
+        ours = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
+                              timeout=300)
+    assert ours.returncode == 0 and "started" in ours.stdout, ours.stderr[-3000:]
+    assert list(long.glob("ray-*/ray/session_*/logs")) and not os.path.lexists(link)
+    with launch.ray_tmpdir({**env, "TMPDIR": "/tmp"}) as extra:
+        assert extra == {}  # a short temp folder: Ray's own default

@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from vicurl.cpu_rehearsal import command
+from vicurl.engines.verl.supervise import end_session
 
 from harness import alive, bounded
 
@@ -28,6 +29,17 @@ def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     return bounded(cmd, env=env, timeout=1500)
 
 
+def _cmd(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
+def _title(p: psutil.Process) -> str:
+    return " ".join(_cmd(p)[:1])
+
+
 def ctrl_c_while_vllm_serves_verl(workdir: Path) -> tuple[int, dict[int, str]]:
     """`make rehearse`'s command in ``workdir``, in a process group of its own as a terminal's foreground
     job, interrupted as Ctrl-C does (SIGINT to the group: Snakemake and its jobs) once the train job's vLLM
@@ -35,15 +47,20 @@ def ctrl_c_while_vllm_serves_verl(workdir: Path) -> tuple[int, dict[int, str]]:
     cmd, env = command(workdir, ["all", "--cores", "2"])
     with open(workdir / "interrupted.log", "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.time() + 900
-    while True:
-        assert proc.poll() is None and time.time() < deadline, (workdir / "interrupted.log").read_text()[-4000:]
-        tree = {p.pid: " ".join(p.cmdline()[:1]) for p in psutil.Process(proc.pid).children(recursive=True)}
-        if any(title.startswith("VLLM::EngineCore") for title in tree.values()):
-            break
-        time.sleep(1)
-    os.killpg(proc.pid, signal.SIGINT)
-    return proc.wait(timeout=300), tree
+    try:
+        deadline = time.time() + 900
+        while True:
+            assert proc.poll() is None and time.time() < deadline, (workdir / "interrupted.log").read_text()[-4000:]
+            loops = [p for p in psutil.Process(proc.pid).children(recursive=True) if "vicurl.engines.verl.fit" in _cmd(p)]
+            if any(_title(p).startswith("VLLM::EngineCore") for loop in loops for p in loop.children(recursive=True)):
+                break
+            time.sleep(1)
+        tree = {p.pid: _title(p) for p in psutil.Process(proc.pid).children(recursive=True)}
+        os.killpg(proc.pid, signal.SIGINT)
+        return proc.wait(timeout=300), tree
+    finally:
+        if proc.poll() is None:  # the test failed: nothing it started outlives it
+            end_session(proc, grace=30)
 
 
 @pytest.mark.vllm

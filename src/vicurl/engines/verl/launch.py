@@ -15,11 +15,14 @@ composes it (``compose``) for every run of config/paper.yaml.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
 import os
+import secrets
 import sys
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -228,9 +231,39 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
     write_json(work / "verl_overrides.json", ov)
     env = {**os.environ, "PYTHONPATH": worker_pythonpath()}
     env.setdefault("VERL_FILE_LOGGER_PATH", str(work / "verl_log.jsonl"))
-    supervise.run([sys.executable, "-m", "vicurl.engines.verl.fit", str(work / "verl_overrides.json")], env=env,
-                  progress=work / "metrics.jsonl", step_timeout=60 * float(v.step_timeout),
-                  exit_with_parent=exit_with_parent)
+    with ray_tmpdir(env) as ray_env:
+        supervise.run([sys.executable, "-m", "vicurl.engines.verl.fit", str(work / "verl_overrides.json")],
+                      env={**env, **ray_env}, progress=work / "metrics.jsonl", step_timeout=60 * float(v.step_timeout),
+                      exit_with_parent=exit_with_parent)
+
+
+# Ray's Unix sockets live in its session folder, <temp>/ray/session_<date>_<usec>_<pid>/sockets/raylet,
+# and a socket's path must fit 107 bytes: 68 of them after <temp>
+RAY_SOCKET_TAIL = len("/ray/session_2026-11-26_07-15-38_159736_1234567/sockets/plasma_store")
+
+
+@contextlib.contextmanager
+def ray_tmpdir(env: dict[str, str]):
+    """Yields the variables that give Ray a temp folder whose socket paths fit: nothing where ``env``
+    sets RAY_TMPDIR or its temp folder ($TMPDIR, else /tmp) is short; else (SLURM's per-job TMPDIRs
+    are often long, and Ray then fails to start: verl issue #1120) RAY_TMPDIR, a short link in /tmp
+    to a fresh folder in that temp folder, removed afterwards (Ray's files stay where they belong)."""
+    temp = env.get("TMPDIR") or tempfile.gettempdir()
+    if "RAY_TMPDIR" in env or len(temp) + RAY_SOCKET_TAIL <= 107:
+        yield {}
+        return
+    target = tempfile.mkdtemp(prefix="ray-", dir=temp)
+    while True:
+        link = f"/tmp/vicurl-{secrets.token_hex(4)}"
+        try:
+            os.symlink(target, link)
+            break
+        except FileExistsError:
+            continue
+    try:
+        yield {"RAY_TMPDIR": link}
+    finally:
+        os.unlink(link)
 
 
 def worker_pythonpath() -> str:

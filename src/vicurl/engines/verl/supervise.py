@@ -200,7 +200,7 @@ def _ray_logs_dir(sid: int) -> Path | None:
     for p in session_processes(sid):
         m = re.search(r"(/\S*/session_[^/\s]+)/", " ".join(_cmdline(p)))
         if m and Path(m.group(1), "logs").is_dir():
-            return Path(m.group(1), "logs")
+            return Path(m.group(1), "logs").resolve()  # not through the launcher's short link to it
     return None
 
 
