@@ -64,6 +64,13 @@ def uses_chat_template(tokenizer, chat_template: bool | str = "auto") -> bool:
     raise ValueError(f"chat_template must be one of {CHAT_TEMPLATE}, got {chat_template!r}")
 
 
+# The date a chat template renders: Llama 3.x's templates write "Today Date: <date>" into every prompt, the
+# clock's (`strftime_now`) unless given `date_string`, so a resumed run, a rerun or an evaluation would
+# condition on other text (and a long-prompt drop could flip). This is the date those templates fall back
+# to themselves; a template that names no date ignores it.
+CHAT_DATE = "26 Jul 2024"
+
+
 def build_prompt(
     question: str,
     order: str = "question_first",
@@ -79,7 +86,7 @@ def build_prompt(
     text = user_turn(question, order, options)
     if uses_chat_template(tokenizer, chat_template):
         return tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True, date_string=CHAT_DATE
         )
     return text + "\n"
 

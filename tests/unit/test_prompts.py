@@ -64,10 +64,11 @@ class Tok:
     def __init__(self, template=None):
         self.chat_template = template
 
-    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True, **kwargs):
         import jinja2
 
-        return jinja2.Template(self.chat_template).render(messages=messages, add_generation_prompt=add_generation_prompt)
+        return jinja2.Template(self.chat_template).render(messages=messages, add_generation_prompt=add_generation_prompt,
+                                                          **kwargs)
 
 
 def test_a_tokenizer_with_a_chat_template_gets_a_single_turn_conversation_by_default():
@@ -87,6 +88,40 @@ def test_a_tokenizer_with_a_chat_template_gets_a_single_turn_conversation_by_def
     problems = mc_problems()
     assert build_prompts(problems, tokenizer=chat) == [
         build_prompt("Pick the even one.", tokenizer=chat, options=["3", "4", "5"]), build_prompt("What is 1 + 1?", tokenizer=chat)]
+
+
+# what Llama 3.x's chat templates do with the date (their system header)
+DATED = ('{%- if not date_string is defined %}{%- if strftime_now is defined %}'
+         '{%- set date_string = strftime_now("%d %b %Y") %}{%- else %}{%- set date_string = "26 Jul 2024" %}'
+         '{%- endif %}{%- endif %}Today Date: {{ date_string }}\n' + CHAT)
+
+
+def test_a_template_that_reads_the_clock_renders_one_fixed_date(char_model_dir, monkeypatch):
+    """Llama-3.2-Instruct's template writes today's date (transformers' ``strftime_now``) into every
+    prompt: rendered with a fixed date, a prompt is the same text on any day (a resumed run, a rerun,
+    the evaluation), here on a day the clock is moved to."""
+    import datetime
+
+    from transformers import AutoTokenizer
+
+    from vicurl.prompts import CHAT_DATE
+
+    tok = AutoTokenizer.from_pretrained(char_model_dir)
+    tok.chat_template = DATED
+    q = "What is 2+2?"
+    today = datetime.datetime.now().strftime("%d %b %Y")
+    assert today in tok.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False)  # the clock, unfixed
+    prompt = build_prompt(q, tokenizer=tok)
+    assert prompt == f"Today Date: {CHAT_DATE}\n<|user|>{q}\n{INSTRUCTION}<|end|><|assistant|>"
+
+    class Later(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.datetime(2031, 1, 2, tzinfo=tz)
+
+    monkeypatch.setattr("transformers.utils.chat_template_utils.datetime", Later)  # the clock its strftime_now reads
+    assert "02 Jan 2031" in tok.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False)
+    assert build_prompt(q, tokenizer=tok) == prompt
 
 
 def test_every_paper_model_uses_its_chat_template_unless_told_otherwise():
