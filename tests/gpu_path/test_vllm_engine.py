@@ -161,6 +161,37 @@ def test_same_seeds_same_samples_whatever_else_shares_the_batch(engine, tiny_mod
     assert list(other_seed["text"]) != list(both["arith_easy"]["text"])
 
 
+def test_identical_problems_and_benchmarks_get_their_own_samples(vllm, engine, tiny_model_dir):
+    """vLLM seeds a request's j-th sample ``seed + j``. With problem i seeded ``seed + i`` (as before),
+    two identical problems side by side repeated each other's samples shifted by one, and problem i of
+    every benchmark of a job drew the same noise; each (benchmark, problem) now has a seed of its own
+    (``request_seed``), and a rerun gives the same records."""
+    from transformers import AutoTokenizer
+
+    from vicurl.evaluation.vllm_generate import request_seed
+
+    q = "Compute 12 + 7."
+    problems = pd.DataFrame({"id": ["a", "b"], "question": [q, q]})
+    s = eval_sampling(n=8, seed=5, chat_template=False)
+    sets = generate_sets_vllm(tiny_model_dir, {"x": problems, "y": problems}, s, llm=engine)
+
+    def texts(name, pid):
+        return sets[name].query("problem_id == @pid").sort_values("sample_idx")["text"].tolist()
+
+    a, b = texts("x", "a"), texts("x", "b")
+    assert len(set(a)) > 4  # the samples vary, so a shift would show
+    assert a[1:] != b[:-1] and a != b and texts("y", "a") != a
+    # what consecutive seeds gave: the second problem's samples are the first's, shifted by one
+    prompt = tokens_prompt(AutoTokenizer.from_pretrained(tiny_model_dir), build_prompt(q, chat_template=False))
+    consecutive = [vllm.SamplingParams(n=8, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_new_tokens,
+                                       seed=request_seed(5, "x", "a") + i) for i in range(2)]
+    first, second = ([c.text for c in out.outputs] for out in engine.generate([prompt, prompt], consecutive,
+                                                                                use_tqdm=False))
+    assert first == a and first[1:] == second[:-1]
+    again = generate_sets_vllm(tiny_model_dir, {"x": problems, "y": problems}, s, llm=engine)
+    assert all(again[k].equals(sets[k]) for k in sets)
+
+
 # ---------------------------------------------------------------- weights updated in place, as verl's sync does
 
 

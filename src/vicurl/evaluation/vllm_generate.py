@@ -7,12 +7,15 @@ Prompts are built by the same ``build_prompt`` as training and handed to vLLM as
 (``tokens_prompt``), tokenized as training and the CPU sampler tokenize them, without special
 tokens: a string prompt would be tokenized by vLLM with them, putting a second BOS in front of
 Llama's chat template and an unseen one in front of R1-Distill's prompts. Each problem's request
-carries its own seed (``seed`` + its position in its benchmark), so its samples do not depend on
-which other problems share the batch, and a rerun reproduces them.
+carries its own seed, drawn from (``seed``, its benchmark, its id) (``request_seed``), so its samples
+do not depend on which other problems share the batch, and a rerun reproduces them. vLLM seeds a
+request's j-th sample ``seed + j``: consecutive seeds (``seed + i`` for problem i) would give problem
+i + 1 the samples of problem i shifted by one, and problem i of every benchmark the same noise.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pandas as pd
@@ -50,8 +53,8 @@ def generate_sets_vllm(
     llm=None,
 ) -> dict[str, pd.DataFrame]:
     """The records of several problem sets (benchmarks), by name, from one engine and one
-    ``generate`` call (vLLM batches across sets). Problem i of a set is seeded ``sampling.seed + i`` as when
-    the set is generated alone. ``engine_args``: keyword arguments of ``vllm.LLM``
+    ``generate`` call (vLLM batches across sets). Each problem's request is seeded by (``sampling.seed``,
+    its set's name, its id) (``request_seed``), as when the set is generated alone. ``engine_args``: keyword arguments of ``vllm.LLM``
     (tensor_parallel_size, gpu_memory_utilization, max_model_len, dtype, ...). A prompt longer than the
     context vLLM serves minus ``max_new_tokens`` is refused, naming the set and the row, as on the CPU
     path (the caller drops such problems first where their dataset says so: ``vicurl.long_prompts.fit_sets``).
@@ -71,12 +74,20 @@ def generate_sets_vllm(
                                    chat_template=s.chat_template, name=name)
         prompts += [tokens_prompt(tokenizer, text) for text in texts]
         params += [SamplingParams(n=s.n, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_new_tokens,
-                                  seed=int(s.seed) + i) for i in range(len(problems))]
+                                  seed=request_seed(s.seed, name, pid)) for pid in problems["id"].astype(str)]
     if llm is None:
         llm = start_engine(model_dir, s.seed, serving_args(engine_args, prompts, s.max_new_tokens, context))
     outputs = iter(llm.generate(prompts, params, use_tqdm=False))
     return {name: _records(problems, [next(outputs) for _ in range(len(problems))], s.n)
             for name, problems in problem_sets.items()}
+
+
+def request_seed(seed: int, benchmark: str, problem_id: str) -> int:
+    """A problem's request seed, 48 bits from (``seed``, ``benchmark``, ``problem_id``), the same on every
+    machine and Python (not ``hash``). vLLM gives sample j the seed ``request_seed + j``: two problems'
+    seeds fall within n of each other with probability about 2n / 2**48."""
+    digest = hashlib.sha256(f"vicurl-eval:{int(seed)}:{benchmark}:{problem_id}".encode()).digest()
+    return int.from_bytes(digest[:6], "little")
 
 
 def serving_args(engine_args: dict[str, Any] | None, prompts: list[dict], max_new_tokens: int,
