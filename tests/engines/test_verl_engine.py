@@ -811,3 +811,27 @@ def test_config_check_refuses_what_verl_cannot_run():
         checks.check(bad)
     bad["engine"] = "local"
     checks.check(bad)  # the local engine runs both
+
+
+@pytest.mark.parametrize("rows", [4, 12, 20, 28, 64])
+def test_a_replay_of_any_size_reaches_eight_agent_loop_workers(rows):
+    """verl's agent loop gives each of its workers (8 on a GPU) an equal chunk of a generation batch
+    (``DataProto.chunk``, which refuses unequal ones); a replay batch has r x G rows (G = 4: 12, 20, 28
+    for r = 3, 5, 7). `generate_in_equal_chunks` fills the last chunk with copies and drops their
+    rollouts: each real row gets its own, in order."""
+    from vicurl.engines.verl.trainer import generate_in_equal_chunks
+
+    class AgentLoopManager:  # verl's split (AgentLoopManager.generate_sequences), rows rolled out in place
+        def generate_sequences(self, batch):
+            chunks = batch.chunk(8)
+            for c in chunks:
+                c.batch["responses"] = c.batch["input_ids"] * 10
+            return DataProto.concat(chunks)
+
+    batch = DataProto.from_single_dict({"input_ids": torch.arange(rows)[:, None], "uid": np.arange(rows).astype(object)})
+    if rows % 8:
+        with pytest.raises(AssertionError, match="only support equal chunk"):
+            AgentLoopManager().generate_sequences(batch)
+    out = generate_in_equal_chunks(AgentLoopManager(), batch, 8)
+    assert out.batch["responses"][:, 0].tolist() == [10 * i for i in range(rows)]
+    assert list(out.non_tensor_batch["uid"]) == list(range(rows))

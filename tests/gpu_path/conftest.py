@@ -80,7 +80,7 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
     """One training run through the project's launcher (`python -m vicurl.engines.verl.launch`) in its
     own process, verl's `fit()` with vLLM's CPU build as the rollout, every step recorded
     (tests/gpu_path/verl_recorder.py) into ``run_dir/recorded``. ``verl``: keys laid over the rehearsal's
-    `verl` section (its ``overrides`` after the rehearsal's); ``env``: more environment variables. ``stop_after_save``: the launcher (the train
+    `verl` section (its ``overrides`` after the rehearsal's, replacing those of the same keys); ``env``: more environment variables. ``stop_after_save``: the launcher (the train
     job) gets SIGTERM, as SLURM or a user stops a job, once verl's tracker names that step. Past
     ``timeout`` seconds every process of the run is ended and the test fails. Returns the exit code, the
     log, and every process the run had when it was stopped (pid: title; empty when it was not)."""
@@ -97,9 +97,10 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "settings.json").write_text(json.dumps(settings))
-    section = verl_section()
-    extra = dict(verl or {})
-    section = {**section, **extra, "overrides": section.get("overrides", []) + extra.get("overrides", [])}
+    section, extra = verl_section(), dict(verl or {})
+    keys = {o.split("=")[0].lstrip("+") for o in extra.get("overrides", [])}  # Hydra refuses a key given twice
+    kept = [o for o in section.get("overrides", []) if o.split("=")[0].lstrip("+") not in keys]
+    section = {**section, **extra, "overrides": kept + extra.get("overrides", [])}
     (run_dir / "verl.json").write_text(json.dumps(section))
     env = {**os.environ, **cpu_rehearsal.environment(), "VICURL_RECORD_DIR": str(run_dir / "recorded"), **(env or {})}
     env["VERL_USE_EXTERNAL_MODULES"] += ",verl_recorder"

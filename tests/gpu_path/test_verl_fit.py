@@ -257,10 +257,12 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
     """VCRL with the oracle reward: once the threshold rises (step 2), dropped prompts' rows are refilled
     with memory-bank prompts rolled out inside the step (a second generation and old-policy pass), and
     the update trains on them. (verl's fit raised KeyError 'mfu' at the first replay before the replay
-    batch carried global_token_num.)"""
+    batch carried global_token_num.) With 8 agent-loop workers, as on a GPU: verl splits a replay's r x G
+    rows into 8 equal chunks (`trainer.generate_in_equal_chunks` pads them)."""
     settings = {**BASE, "total_steps": 3, "reward": "oracle", "curriculum": "vcrl",
                 "curriculum_params": {"switch_step": 1}, "export_steps": [3]}
-    rc, log, _ = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set)
+    eight = {"overrides": ["actor_rollout_ref.rollout.agent.num_workers=8"]}  # verl's default on a GPU
+    rc, log, _ = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set, verl=eight)
     assert rc == 0, log[-4000:]
     rows = read_metrics(tmp_path / "vcrl" / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]

@@ -89,6 +89,15 @@ OVERRIDES = {
 }
 
 
+def generate_in_equal_chunks(manager, gen_batch: DataProto, workers: int) -> DataProto:
+    """``manager.generate_sequences`` of ``gen_batch``, whatever its length: verl's agent loop splits a
+    batch into one equal chunk per agent-loop worker (``DataProto.chunk``), and a replay's r x G rows
+    need not divide (G = 4, 8 workers, r odd). Copies of its first rows fill the last chunk; their
+    rollouts are dropped (and their seeds follow the real rows', so the real rows keep theirs)."""
+    padded, pad = pad_dataproto_to_divisor(gen_batch, workers)
+    return unpad_dataproto(manager.generate_sequences(padded), pad)
+
+
 class _NormalizerScaledGroup:
     """The actor worker group, except that ``update_actor`` divides the TensorDict's loss normalizer
     ``global_batch_size`` by ``scale``; with ``one_mini_batch`` (dropped rows removed, one optimizer
@@ -273,7 +282,8 @@ class VICuRLTrainer(RayPPOTrainer):
         # fit put the rollout replicas to sleep after this step's generation; waking them is a weight
         # sync, of the weights they already hold (the actor is not updated before _update_actor)
         self.checkpoint_manager.update_weights(self.global_steps)
-        gen_output = self.async_rollout_manager.generate_sequences(gen_batch_output)
+        gen_output = generate_in_equal_chunks(self.async_rollout_manager, gen_batch_output,
+                                              int(self.config.actor_rollout_ref.rollout.agent.num_workers))
         self.checkpoint_manager.sleep_replicas()
         gen_output.meta_info.pop("timing", None)
         batch = batch.repeat(repeat_times=n, interleave=True)
