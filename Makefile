@@ -54,7 +54,7 @@ rulegraph: setup
 ## Fixes: `.venv/bin/ruff check --fix <files>`, `.venv/bin/snakefmt Snakefile rules`. CI runs it before the tests.
 lint: setup
 	status=0; \
-	$(VENV)/bin/ruff check src tests workflow_scripts measurements || status=1; \
+	$(VENV)/bin/ruff check src tests workflow_scripts measurements envs || status=1; \
 	$(VENV)/bin/snakefmt --check Snakefile rules || status=1; \
 	$(VENV)/bin/snakemake --lint || status=1; \
 	exit $$status

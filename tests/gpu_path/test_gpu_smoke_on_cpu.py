@@ -23,10 +23,11 @@ from harness import alive, bounded
 RESULTS = Path("results") / "gpu_smoke_cpu"
 
 
-def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    """`make rehearse`'s command in ``workdir``, 2 cores; past 25 minutes every process it started ends."""
+def run(workdir: Path, *args: str, over: Path | None = None) -> subprocess.CompletedProcess:
+    """`make rehearse`'s command in ``workdir``, 2 cores (``over``: one more config file, laid over the
+    rehearsal's); past 25 minutes every process it started ends."""
     cmd, env = command(workdir, [*args, "--cores", "2"])
-    return bounded(cmd, env=env, timeout=1500)
+    return bounded(cmd + ([str(over)] if over else []), env=env, timeout=1500)  # the command ends in its config files
 
 
 def _cmd(p: psutil.Process) -> list[str]:
@@ -112,7 +113,9 @@ def test_the_gpu_smoke_dag_runs_end_to_end_on_the_cpu(vllm, tmp_path):
     unchanged = run(tmp_path, "all", "-n")
     assert "Nothing to be done" in unchanged.stdout + unchanged.stderr
     # the job's bound on a step and its resources change nothing it trains: no rerun
-    bounds = run(tmp_path, "all", "-n", "--config", "verl={step_timeout: 30, runtime: 99, mem_mb: 1000}")
+    over = tmp_path / "bounds.yaml"
+    over.write_text("verl: {step_timeout: 30, runtime: 99, mem_mb: 1000}\n")
+    bounds = run(tmp_path, "all", "-n", over=over)
     assert "Nothing to be done" in bounds.stdout + bounds.stderr, (bounds.stdout + bounds.stderr)[-4000:]
 
     # rule prompt_stats samples through vLLM too (AdaRFT's and SENT's table; no curriculum here asks for it)

@@ -111,3 +111,30 @@ def test_rule_jobs_import_the_project_from_the_checkout(tmp_path):
                          text=True, timeout=600, env={**os.environ, "PYTHONNOUSERSITE": "1"})
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert (repo / target).exists()
+
+
+@pytest.mark.parametrize("python", ["3.11", "3.12"])
+def test_the_gpu_lock_pins_what_the_verl_env_and_pyproject_ask(python):
+    """envs/gpu-lock-py3.X.txt (`python envs/wheelhouse.py lock`, the offline install's list): each package
+    once, and every entry of envs/verl.yaml (its GPU pins and pyproject.toml's dependencies) and of
+    pyproject's dependencies met by the pinned version; the packages PyPI has as sources only are marked."""
+    import importlib.util
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    spec = importlib.util.spec_from_file_location("wheelhouse", REPO / "envs" / "wheelhouse.py")
+    wheelhouse = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wheelhouse)
+    lock = wheelhouse.read_lock(python)
+    names = [canonicalize_name(n) for n in lock]
+    assert len(names) == len(set(names)) > 250
+    pinned = {canonicalize_name(n): v for n, (v, _) in lock.items()}
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    for entry in pip_entries(REPO / "envs" / "verl.yaml") + deps + wheelhouse.GPU_PINS:
+        req = Requirement(entry)
+        name = canonicalize_name(req.name)
+        assert name in pinned and pinned[name] in req.specifier, (entry, pinned.get(name))
+    assert set(wheelhouse.GPU_PINS) == PINS["verl"]
+    assert {n for n, (_, sdist) in lock.items() if sdist} == {"antlr4-python3-runtime", "connection_pool"}
+    assert {"ray", "flashinfer-python", "hydra-core"} <= set(pinned)  # verl's and vLLM's own dependencies
