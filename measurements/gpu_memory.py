@@ -11,7 +11,12 @@ T tokens a micro-batch (``verl.max_token_len_per_gpu``, dynamic batch size), V t
                 and one layer recomputed at a time, about T * (10 h + 3 i) * 2 bytes
   logits        without flash-attn's fused cross entropy, verl's log-softmax materializes the logits
                 in fp32: k * T * V * 4 bytes, k measured below on the CPU through verl's own
-                ``logprobs_from_logits`` and ``entropy_from_logits`` (forward and backward)
+                ``logprobs_from_logits`` (forward and backward: the update) and, for the old-policy
+                pass, with the entropies as the launcher's config has verl compute them: chunked and
+                eager (``entropy_from_logits_with_chunking``, 2,048 tokens a chunk; measured at two
+                chunks, so the factor overstates longer micro-batches). Unchunked and eager, the
+                pass held 34.9 GB above the weights at 16,384 tokens of Qwen2.5-Math-1.5B on an
+                H200 (k = 3.5), and whether verl's torch.compile fused it decided the plan
   rollout       vLLM's share, ``gpu_memory_utilization`` of the GPU (weights and KV cache), while
                 the actor's resident part stays; vLLM sleeps (frees it) during the passes and update
 
@@ -41,15 +46,23 @@ from vicurl.settings import VerlSettings  # noqa: E402
 GB = 1e9
 
 
-def logits_factors(tokens: int = 1024, vocab: int = 151936) -> tuple[float, float]:
+def chunked_entropy() -> bool:
+    """Whether the launcher's config has verl compute the old-policy pass's entropies in chunks."""
+    cfg = yaml.safe_load((REPO / "src" / "vicurl" / "engines" / "verl" / "vicurl_ppo_trainer.yaml").read_text())
+    return bool(cfg["actor_rollout_ref"]["actor"].get("entropy_from_logits_with_chunking", False))
+
+
+def logits_factors(tokens: int = 4096, vocab: int = 151936) -> tuple[float, float]:
     """Peak bytes over T * V * 4 of verl's log-probs of ``tokens`` positions from bf16 logits (the
     actor's output dtype): forward and backward (the update), and log-probs + entropy without grad
-    (the old-policy pass); measured on the CPU from a fresh process's peak resident memory."""
+    (the old-policy pass, the entropies as the launcher's config computes them); measured on the CPU
+    from a fresh process's peak resident memory."""
     import subprocess
 
+    entropy = "entropy_from_logits_with_chunking" if chunked_entropy() else "entropy_from_logits"
     code = f"""
 import resource, sys, torch
-from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits
+from verl.utils.torch_functional import {entropy} as entropy_from_logits, logprobs_from_logits
 torch.manual_seed(0)
 h = torch.randn({tokens}, 64, dtype=torch.bfloat16, requires_grad=sys.argv[1] == "update")
 w = (torch.randn(64, {vocab}) * 0.02).to(torch.bfloat16)
@@ -104,7 +117,8 @@ def main() -> None:
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     k = (1.5, 1.0) if a.no_measure else logits_factors()
     print(f"logits factors over T * V * 4 bytes: update {k[0]:.2f}, old-policy pass {k[1]:.2f} "
-          f"({'assumed' if a.no_measure else 'measured on this CPU, bf16 logits'})\n")
+          f"({'assumed' if a.no_measure else 'measured on this CPU, bf16 logits'}; the old-policy pass's "
+          f"entropies {'chunked' if chunked_entropy() else 'unchunked'}, eager)\n")
     print(f"| model | verl settings | tokens a micro-batch | offload | resident | rollout | old-policy pass | update | "
           f"peak / {a.gpu_gb:.0f} GB |")
     print("|---|---|---|---|---|---|---|---|---|")

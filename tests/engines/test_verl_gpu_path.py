@@ -593,3 +593,37 @@ def test_ray_starts_under_a_long_tmpdir_through_the_launchers_link(tmp_path):
     assert list(long.glob("ray-*/ray/session_*/logs")) and not os.path.lexists(link)
     with launch.ray_tmpdir({**env, "TMPDIR": "/tmp"}) as extra:
         assert extra == {}  # a short temp folder: Ray's own default
+
+
+ENGINE_SCRIPT = r"""
+import sys, torch, torch.distributed as dist
+from omegaconf import OmegaConf
+from verl.utils import torch_functional as verl_F
+from verl.utils.config import omega_conf_to_dataclass
+from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
+
+dist.init_process_group("gloo", rank=0, world_size=1)  # no LOCAL_RANK: torch's mesh would pick a CUDA device
+actor = OmegaConf.load(sys.argv[2])
+engine = FSDPEngine(omega_conf_to_dataclass(OmegaConf.load(sys.argv[1])), omega_conf_to_dataclass(actor.fsdp_config),
+                    omega_conf_to_dataclass(actor.optim), omega_conf_to_dataclass(actor.checkpoint))
+fn = engine.compute_entropy_from_logits
+print("chunked" if fn is verl_F.entropy_from_logits_with_chunking else "other:" + repr(fn))
+logits = torch.randn(5000, 300)
+torch.testing.assert_close(fn(logits, chunk_size=2048), verl_F.entropy_from_logits(logits))
+"""
+
+
+def test_the_old_policy_pass_takes_verls_chunked_eager_entropy(chat_model_dir, tmp_path):
+    """The old-policy pass's entropies, the curriculum's confidences: verl's FSDP engine built from the
+    launcher's config computes them in chunks, without torch.compile (``vicurl_ppo_trainer.yaml``), so
+    their memory is bounded whether or not compile would fuse the unchunked form (eager, 34.9 GB above
+    the weights at 16,384 tokens of a 1.5B model); the same entropies."""
+    config = launcher_config(chat_model_dir, tmp_path)
+    model_cfg, actor_cfg, script = tmp_path / "model.yaml", tmp_path / "actor.yaml", tmp_path / "engine.py"
+    OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
+    OmegaConf.save(config.actor_rollout_ref.actor, actor_cfg, resolve=True)
+    script.write_text(ENGINE_SCRIPT)
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    out = subprocess.run([sys.executable, str(script), str(model_cfg), str(actor_cfg)], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and "chunked" in out.stdout.splitlines(), (out.stdout + out.stderr)[-3000:]
