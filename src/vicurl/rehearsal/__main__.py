@@ -1,0 +1,3 @@
+from vicurl.rehearsal import main
+
+main()

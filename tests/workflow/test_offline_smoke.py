@@ -1,0 +1,75 @@
+"""config/gpu_smoke.yaml without the Hub (`vicurl.rehearsal`): on a GPU it runs the smoke config's own
+settings on the stand-ins; what the CPU needs besides lives in config/gpu_smoke_cpu.yaml alone. The
+CPU rehearsal runs whole in tests/gpu_path/test_gpu_smoke_on_cpu.py; here the GPU one is planned."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import yaml
+from omegaconf import OmegaConf
+
+from vicurl import checks, runs
+from vicurl.engines.verl import launch
+from vicurl.rehearsal import command, config_files
+
+from harness import bounded, job_counts, snakemake
+
+
+def merged(device: str) -> dict:
+    """The rehearsal's config as Snakemake builds it from its config files (nested keys merged, the
+    later file's values over the earlier's), read as the workflow reads it."""
+    from snakemake.utils import update_config
+
+    config: dict = {}
+    for path in config_files(device):
+        update_config(config, yaml.safe_load(path.read_text()))
+    return checks.read(config)
+
+
+def what_a_run_trains_with(config: dict) -> dict:
+    """Everything of the smoke config's run that the train, generation and prompt-statistics jobs take,
+    the model and the data aside; verl's whole composed config included."""
+    (run,) = runs.runs(config)
+    settings = runs.train_settings(config, run)
+    verl = runs.verl_settings(config, run.model)
+    composed = launch.compose(launch.overrides(settings, model_path="MODEL", train_files="T", work_dir="W",
+                                               settings_path="S", train_set="TS", vocab_size=1000, n_train=64,
+                                               verl=verl))
+    return {"settings": settings, "verl": verl, "composed": OmegaConf.to_yaml(composed), "eval": config["eval"],
+            "prompt_stats": config["prompt_stats"], "resources": {k: getattr(verl, k) for k in runs.VERL_JOB_KEYS}}
+
+
+def test_the_gpu_rehearsal_changes_the_model_and_the_data_only():
+    """On a GPU the rehearsal trains, generates and evaluates with config/gpu_smoke.yaml's settings (sleep
+    mode, CUDA graphs, chunked prefill, the bf16 actor, NCCL, verl's 8 agent-loop workers); the CPU's
+    settings come from config/gpu_smoke_cpu.yaml only."""
+    from snakemake.utils import update_config
+
+    smoke = {}
+    update_config(smoke, yaml.safe_load(config_files("gpu")[0].read_text()))
+    smoke = checks.with_defaults(copy.deepcopy(smoke))
+    offline, cpu = merged("gpu"), merged("cpu")
+    assert what_a_run_trains_with(offline) == what_a_run_trains_with(smoke)
+    assert offline["models"]["qwen_0.5b_instruct"]["hub_id"] == "results/stand_ins/model"
+    assert {d["local_path"] for d in offline["datasets"].values()} == {"results/stand_ins/deepscaler.jsonl",
+                                                                        "results/stand_ins/amc23.jsonl"}
+    cpu_only = what_a_run_trains_with(cpu)
+    assert cpu_only["eval"]["vllm"]["enforce_eager"] and "actor_rollout_ref.rollout.agent.num_workers=1" in \
+        cpu_only["verl"].overrides
+    assert offline["scenario"] == "gpu_smoke_offline" and cpu["scenario"] == "gpu_smoke_cpu"
+
+
+def test_the_gpu_rehearsal_plans_the_smoke_dags_jobs(tmp_path):
+    """`make rehearse-gpu`'s command, planned: the stand-ins written where missing, the jobs of the smoke
+    config's own plan, one GPU job at a time, and no CPU setting in its environment."""
+    cmd, env = command("gpu", tmp_path / "offline", ["all", "-n", "--cores", "8"])
+    assert env == dict(os.environ) and "gpu=1" in cmd
+    assert (tmp_path / "offline" / "results" / "stand_ins" / "model" / "config.json").exists()
+    out = bounded(cmd, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    smoke = snakemake(tmp_path / "smoke", "all", "-n", configs=config_files("gpu")[:1], timeout=600)
+    assert smoke.returncode == 0, smoke.stderr[-3000:]
+    counts = job_counts(out.stdout + out.stderr)
+    assert counts == job_counts(smoke.stdout + smoke.stderr) and counts["train"] == 1, counts
