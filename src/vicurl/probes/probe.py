@@ -147,9 +147,12 @@ def rollout_gradient(policy, part: ScoredRollouts, ref_lp: torch.Tensor | None,
     weight 1) at theta_old, ``ref_lp`` the reference's log-probs of all rows (None: no KL term)."""
     params = [p for p in policy.parameters() if p.requires_grad]
     policy.eval()
+    if next(policy.parameters()).is_cuda:
+        recompute_activations(policy)
     loss_cfg, mb = loss_config(settings), settings.micro_batch_size
 
-    def mean_grad(rows) -> list[torch.Tensor]:
+    def mean_grad(rows, copy: bool = True) -> list[torch.Tensor]:
+        """``copy=False``: the model's own gradient tensors, valid until the next call."""
         rows = torch.as_tensor(list(rows))
         policy.zero_grad(set_to_none=True)
         for i in range(0, len(rows), mb):
@@ -159,9 +162,23 @@ def rollout_gradient(policy, part: ScoredRollouts, ref_lp: torch.Tensor | None,
                                 torch.ones(len(r)), loss_cfg, ref_log_prob=None if ref_lp is None else ref_lp[r],
                                 global_batch_size=len(rows))
             loss.backward()
-        return [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in params]
+        grads = [torch.zeros_like(p) if p.grad is None else p.grad.detach() for p in params]
+        return [g.clone() for g in grads] if copy else grads
 
     return mean_grad
+
+
+def recompute_activations(policy) -> None:
+    """Activation checkpointing (transformers'), which the model applies in train mode only: a 1.5B
+    model's float32 activations of one 3,272-token sequence are about 20 GB, kept for the backward;
+    recomputed layer by layer, about one layer's. Train mode computes what eval mode does where no
+    module draws randomness (dropout): only then."""
+    if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in policy.modules()) or \
+            float(getattr(policy.config, "attention_dropout", 0.0) or 0.0) > 0:
+        return
+    policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    policy.config.use_cache = False
+    policy.train()
 
 
 def trainable_shapes(policy) -> list[tuple[str, torch.Size]]:
@@ -175,7 +192,8 @@ def estimate(mean_grad, shapes: list[tuple[str, torch.Size]], probe: ProbeConfig
     the per-prompt action variances and the prompt means' Gram matrix (None when streaming)."""
     k = probe.rollouts
     if probe.method == "streaming":
-        est, within = variance.streaming(mean_grad, lambda row: mean_grad([row]), n_prompts, k, kept, informative)
+        est, within = variance.streaming(mean_grad, lambda row: mean_grad([row], copy=False), n_prompts, k, kept,
+                                         informative)
         return est, within, None
     n = n_prompts * k
     if probe.method == "sketch":

@@ -26,8 +26,21 @@ Vec = list[torch.Tensor]  # a gradient as per-parameter tensors
 # ----------------------------------------------------------------------------- vectors
 
 
-def sq_dist(a: Vec, b: Vec) -> float:
-    return float(sum(((x.double() - y.double()) ** 2).sum() for x, y in zip(a, b)))
+def sq_dist(a: Vec, b: Vec, chunk: int = 1 << 24) -> float:
+    """||a - b||^2 in float64, ``chunk`` entries at a time (a 1.5B model's embedding would otherwise take
+    three float64 temporaries of 1.9 GB); ``b`` may live on another device (the host), its chunks are
+    brought to ``a``'s."""
+    total = torch.zeros((), dtype=torch.float64, device=a[0].device if a else "cpu")
+    for x, y in zip(a, b):
+        x, y = x.reshape(-1), y.reshape(-1)
+        for i in range(0, x.numel(), chunk):
+            total += ((x[i : i + chunk].double() - y[i : i + chunk].to(x.device, torch.float64)) ** 2).sum()
+    return float(total)
+
+
+def to_host(vec: Vec) -> Vec:
+    """``vec`` in host memory (pinned, for fast copies back) when it is on a GPU; as it is otherwise."""
+    return [x.detach().to("cpu").pin_memory() if x.is_cuda else x for x in vec]
 
 
 SUBSETS = ("full", "kept", "full_inf", "kept_inf")
@@ -97,10 +110,12 @@ def streaming(
     """The same estimates with O(1) gradient vectors in memory, and ``within`` per prompt.
 
     ``mean_grad(rows)``: the gradient of the mean surrogate over sequence ``rows`` (row j*K + i is
-    rollout i of prompt j); ``rollout_grad(row)``: one rollout's gradient. Prompt means enter
-    V_prob through their squared distances to each subset's mean, computed first (one pass per
-    distinct subset); each rollout through its squared distance to its prompt's mean. No Gram
-    matrix: that would hold every prompt mean.
+    rollout i of prompt j), a copy; ``rollout_grad(row)``: one rollout's gradient, read at once (it
+    may be the model's own ``.grad``). Prompt means enter V_prob through their squared distances to
+    each subset's mean, computed first (one pass per distinct subset) and kept in host memory; each
+    rollout through its squared distance to its prompt's mean. On the device: the model's gradient
+    and the current prompt's mean, two gradient-sized vectors beside the weights. No Gram matrix:
+    that would hold every prompt mean.
     """
     if k < 2:
         raise ValueError("the action variance needs K >= 2 rollouts per prompt")
@@ -110,7 +125,7 @@ def streaming(
     for mask in masks.values():
         members = tuple(j for j in range(n_prompts) if mask[j])
         if members not in means:
-            means[members] = mean_grad(rows(members)) if members else None
+            means[members] = to_host(mean_grad(rows(members))) if members else None
     within = torch.zeros(n_prompts, dtype=torch.float64)
     dist = {members: torch.zeros(n_prompts, dtype=torch.float64) for members in means}
     for j in range(n_prompts):
