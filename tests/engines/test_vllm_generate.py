@@ -15,7 +15,7 @@ from vicurl.curriculum.prompt_stats import COLUMNS, offline_statistics
 from vicurl.evaluation.generate import RECORD_COLUMNS
 from vicurl.evaluation.grade import grade_records
 from vicurl.evaluation.score import score
-from vicurl.evaluation.vllm_generate import generate_records_vllm, generate_sets_vllm
+from vicurl.evaluation.vllm_generate import generate_records_vllm, generate_sets_vllm, request_seed
 from vicurl.prompts import build_prompt, prompt_token_ids
 from vicurl.sampling import sample
 from vicurl.settings import SamplingSettings
@@ -68,8 +68,9 @@ def test_vllm_records_match_the_cpu_schema(fake_vllm, char_model_dir):
     # the engine serves what the job needs: its longest prompt plus the response budget
     longest = max(len(p["prompt_token_ids"]) for p in fake_vllm["prompts"])
     assert fake_vllm["llm"] == {"seed": 100, "tensor_parallel_size": 2, "max_model_len": longest + 32}
-    assert [p["seed"] for p in fake_vllm["params"]] == [100, 101]  # a seed per problem
-    assert fake_vllm["params"][0] == {"n": 4, "temperature": 0.6, "top_p": 0.95, "max_tokens": 32, "seed": 100}
+    seeds = [request_seed(100, "", pid) for pid in ("a", "b")]  # a seed per problem, from its id
+    assert [p["seed"] for p in fake_vllm["params"]] == seeds and len(set(seeds)) == 2
+    assert fake_vllm["params"][0] == {"n": 4, "temperature": 0.6, "top_p": 0.95, "max_tokens": 32, "seed": seeds[0]}
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(char_model_dir))
@@ -88,10 +89,11 @@ def test_vllm_several_benchmarks_one_engine_one_call(fake_vllm, char_model_dir):
     kw = dict(sampling=SamplingSettings(n=2, temperature=0.6, top_p=0.95, max_new_tokens=8, seed=50))
     sets = generate_sets_vllm(str(char_model_dir), {"a": a, "b": b}, **kw)
     assert fake_vllm["engines"] == 1 and fake_vllm["generate_calls"] == 1
-    assert [p["seed"] for p in fake_vllm["params"]] == [50, 51, 50]
+    seeds = [request_seed(50, "a", "a0"), request_seed(50, "a", "a1"), request_seed(50, "b", "b0")]
+    assert [p["seed"] for p in fake_vllm["params"]] == seeds
     assert list(sets["a"]["problem_id"]) == ["a0", "a0", "a1", "a1"] and list(sets["b"]["problem_id"]) == ["b0", "b0"]
-    alone = generate_records_vllm(str(char_model_dir), b, **kw)
-    assert [p["seed"] for p in fake_vllm["params"]] == [50]
+    alone = generate_sets_vllm(str(char_model_dir), {"b": b}, **kw)["b"]
+    assert [p["seed"] for p in fake_vllm["params"]] == seeds[2:]
     assert list(sets["b"]["n_tokens"]) == list(alone["n_tokens"]) and list(sets["b"].columns) == RECORD_COLUMNS
 
 
@@ -143,8 +145,8 @@ def test_prompt_stats_sample_with_vllm_when_the_eval_engine_is_vllm(fake_vllm, c
     longest = max(len(p["prompt_token_ids"]) for p in fake_vllm["prompts"])
     assert fake_vllm["engines"] == 1
     assert fake_vllm["llm"] == {"seed": 7, "gpu_memory_utilization": 0.8, "max_model_len": longest + 16}
-    assert fake_vllm["params"] == [{"n": 4, "temperature": 1.0, "top_p": 1.0, "max_tokens": 16, "seed": 7 + i}
-                                   for i in range(2)]
+    assert fake_vllm["params"] == [{"n": 4, "temperature": 1.0, "top_p": 1.0, "max_tokens": 16,
+                                    "seed": request_seed(7, "", pid)} for pid in ("a", "b")]
     # the fake answers 0 or 1 alternately for "a" and 1 or 2 for "b": half right each
     assert list(stats.columns) == COLUMNS and list(stats["id"]) == ["a", "b"]
     assert list(stats["pass_rate"]) == [0.5, 0.5] and list(stats["n_clusters"]) == [2, 2]

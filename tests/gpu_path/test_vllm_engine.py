@@ -147,21 +147,22 @@ def test_vllm_logprobs_equal_the_cpu_paths_on_the_same_completions(vllm, engine,
 def test_same_seeds_same_samples_whatever_else_shares_the_batch(engine, tiny_model_dir, benchmarks):
     """``generate_sets_vllm`` on the real engine: a rerun gives the same records; a benchmark's records
     are the same generated with the other benchmark in the batch or alone, and a problem's samples the
-    same when the problems after it are left out (problem i's request is seeded seed + i)."""
+    same when other problems are left out (each request is seeded by its benchmark and problem id)."""
     s = eval_sampling(seed=11)
     both = generate_sets_vllm(tiny_model_dir, benchmarks, s, llm=engine)
     again = generate_sets_vllm(tiny_model_dir, benchmarks, s, llm=engine)
     for name in benchmarks:
         pd.testing.assert_frame_equal(both[name], again[name])
-    alone = generate_records_vllm(tiny_model_dir, benchmarks["arith_hard"], s, llm=engine)
-    pd.testing.assert_frame_equal(alone, both["arith_hard"])
-    head = generate_records_vllm(tiny_model_dir, benchmarks["arith_easy"].head(7), s, llm=engine)
-    pd.testing.assert_frame_equal(head, both["arith_easy"].head(7 * s.n))
+    alone = generate_sets_vllm(tiny_model_dir, {"arith_hard": benchmarks["arith_hard"]}, s, llm=engine)
+    pd.testing.assert_frame_equal(alone["arith_hard"], both["arith_hard"])
+    easy = benchmarks["arith_easy"]
+    part = generate_sets_vllm(tiny_model_dir, {"arith_easy": easy.iloc[3:10]}, s, llm=engine)["arith_easy"]
+    pd.testing.assert_frame_equal(part, both["arith_easy"].iloc[3 * s.n : 10 * s.n].reset_index(drop=True))
     other_seed = generate_records_vllm(tiny_model_dir, benchmarks["arith_easy"], eval_sampling(seed=12), llm=engine)
     assert list(other_seed["text"]) != list(both["arith_easy"]["text"])
 
 
-def test_identical_problems_and_benchmarks_get_their_own_samples(vllm, engine, tiny_model_dir):
+def test_identical_problems_and_benchmarks_get_their_own_samples(vllm, engine, tiny_model_dir, benchmarks):
     """vLLM seeds a request's j-th sample ``seed + j``. With problem i seeded ``seed + i`` (as before),
     two identical problems side by side repeated each other's samples shifted by one, and problem i of
     every benchmark of a job drew the same noise; each (benchmark, problem) now has a seed of its own
@@ -170,7 +171,7 @@ def test_identical_problems_and_benchmarks_get_their_own_samples(vllm, engine, t
 
     from vicurl.evaluation.vllm_generate import request_seed
 
-    q = "Compute 12 + 7."
+    q = benchmarks["arith_hard"]["question"].iloc[0]  # a problem the model answers many ways
     problems = pd.DataFrame({"id": ["a", "b"], "question": [q, q]})
     s = eval_sampling(n=8, seed=5, chat_template=False)
     sets = generate_sets_vllm(tiny_model_dir, {"x": problems, "y": problems}, s, llm=engine)
@@ -305,7 +306,7 @@ def test_prompt_stats_through_vllm_write_what_the_transformers_path_writes(vllm,
     assert 0.05 < with_vllm["pass_rate"].mean() < 0.95  # the test has something to compare
 
     s = SamplingSettings(n=8, temperature=1.0, top_p=1.0, max_new_tokens=64, seed=5)
-    shared = generate_records_vllm(tiny_model_dir, train, s, llm=engine)
+    shared = generate_sets_vllm(tiny_model_dir, {"arith_train": train}, s, llm=engine)["arith_train"]
     pd.testing.assert_frame_equal(prompt_statistics(grade_records(shared, train)), with_vllm)
 
 
