@@ -77,7 +77,11 @@ def assert_all_ended(tmp_path: Path) -> None:
 
 
 def test_a_loop_that_ends_well_returns_and_a_failing_one_raises_with_its_code(tmp_path):
-    supervise.run(loop_cmd(tmp_path, tail=0), progress=tmp_path / "metrics.jsonl", step_timeout=60, poll=0.2)
+    """Either way no process of the loop's session is left: its helper (which outlives the loop, as a
+    process Ray's shutdown missed would) is ended too."""
+    supervise.run(loop_cmd(tmp_path, tail=0), progress=tmp_path / "metrics.jsonl", step_timeout=60, poll=0.2,
+                  end_grace=1)
+    assert_all_ended(tmp_path)
     with pytest.raises(supervise.LoopFailed, match="exited with code 3"):
         supervise.run(loop_cmd(tmp_path, tail=0, rc=3), progress=tmp_path / "metrics.jsonl", step_timeout=60, poll=0.2)
     assert_all_ended(tmp_path)  # the helper too: it was in the loop's session

@@ -49,7 +49,8 @@ def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: d
         exit_with_parent: bool = False, poll: float = 5.0, engine_grace: float = 60.0, end_grace: float = 20.0) -> None:
     """Run ``cmd`` (verl's loop) in a new session and wait for it; ``progress``: a file the loop touches
     each step. Raises `LoopFailed` (exit code, stall, lost engine, lost parent), KeyboardInterrupt on
-    SIGINT and SystemExit(128 + signal) on SIGTERM or SIGHUP, each after ending every process of the run."""
+    SIGINT and SystemExit(128 + signal) on SIGTERM or SIGHUP, each after ending every process of the
+    run; a loop that ends well leaves none either."""
     watch = _Watch(Path(progress), step_timeout, engine_grace, os.getppid() if exit_with_parent else None)
     proc = subprocess.Popen(list(cmd), env=env, start_new_session=True)
     previous = _trap_signals(_raise_stop)
@@ -66,6 +67,9 @@ def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: d
         if rc != 0:
             raise LoopFailed(f"verl's training loop exited with code {rc}; its error is above in this log"
                              + watch.engine_report(proc.pid))
+        left = end_session(proc, end_grace)  # what Ray's shutdown left running, if anything
+        if left:
+            log.warning("verl's loop ended and left %d processes running: ended them", left)
     except BaseException as e:
         _trap_signals(_log_signal)  # a signal while the processes are ended is only logged
         n = end_session(proc, end_grace)
