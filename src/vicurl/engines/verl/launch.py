@@ -237,8 +237,8 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
                       exit_with_parent=exit_with_parent)
 
 
-# Ray's Unix sockets live in its session folder, <temp>/ray/session_<date>_<usec>_<pid>/sockets/raylet,
-# and a socket's path must fit 107 bytes: 68 of them after <temp>
+# Ray's Unix sockets live in its session folder, <temp>/ray/session_<date>_<usec>_<pid>/sockets/plasma_store,
+# and a socket's path must fit 107 bytes: this many of them come after <temp> (a 7-digit pid)
 RAY_SOCKET_TAIL = len("/ray/session_2026-11-26_07-15-38_159736_1234567/sockets/plasma_store")
 
 
