@@ -8,7 +8,9 @@ samples other rollouts than the run it continues. Here each request carries its 
     seed(run seed, step, call of the step, prompt id, k)    (k: the prompt's k-th rollout in the call)
 
 (``rollout_seed``), so the G rollouts of a prompt differ, and a step's samples are the same however
-the requests are scheduled and whether or not the run was resumed before it.
+the requests are scheduled and whether or not the run was resumed before it, where the engine's
+logits do not depend on the batch: on a CPU (tested), not on a GPU unless vLLM's batch-invariant
+mode is on (docs/verl.md, "How the engine works").
 
 ``SeededRollouts`` wraps the trainer's rollout manager and writes the seeds into the batch (field
 ``vicurl_seed``); ``SeededSingleTurnAgentLoop``, verl's single-turn agent loop, puts a request's seed
