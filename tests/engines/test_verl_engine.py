@@ -835,3 +835,57 @@ def test_a_replay_of_any_size_reaches_eight_agent_loop_workers(rows):
     out = generate_in_equal_chunks(AgentLoopManager(), batch, 8)
     assert out.batch["responses"][:, 0].tolist() == [10 * i for i in range(rows)]
     assert list(out.non_tensor_batch["uid"]) == list(range(rows))
+
+
+def test_eight_data_parallel_ranks_train_as_one(char_model_dir, tmp_path, monkeypatch):
+    """With 8 data-parallel ranks the kept rows are padded with dropped ones (zero response mask) to a
+    multiple of 8 (``_vicurl_drop_rows``); verl's dispatch gives each rank an equal slice, each rank's
+    loss is normalized by the whole batch's sequences times the ranks (``ppo_loss``, dp_size 8) and
+    FSDP averages the ranks' gradients. That average equals one rank's loss on the kept rows alone, and
+    the local engine's (policy and weighted KL terms, value and gradient): the padding adds nothing,
+    and the kept sequences keep their weight 1/beta-hat."""
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.utils.losses import ppo_loss
+
+    settings = settings_for("oracle", "vicurl", curriculum_params={"beta_start": 0.25}, kl_coef=0.5)
+    tr, part, selection, seq_w = local_step(char_model_dir, tmp_path, monkeypatch, settings)
+    kept_rows = int((seq_w != 0).sum())
+    assert kept_rows % 8  # padding is needed
+    order = interleave_order()
+    rows = torch.as_tensor(order)
+    batch = verl_batch(tr, part, order)
+    trainer = make_trainer(settings, tr, part.old_lp[rows], part.entropys[rows], tmp_path)
+    trainer.actor_rollout_wg._dispatch_info = {"actor": list(range(8))}
+    old, _ = trainer._compute_old_log_prob(batch)
+    subset = torch.as_tensor(trainer._hook.pending.row_subset)
+    assert len(subset) == kept_rows + (-kept_rows) % 8 and len(subset) % 8 == 0
+    rows = rows[subset]
+    old.batch.pop("entropys")
+    batch = batch.union(old)
+    ref_lp = part.old_lp - 0.05 * torch.arange(R).float()
+    batch.batch["ref_log_prob"] = ref_lp[rows]
+    batch.batch["advantages"] = part.scored.advantages[rows]
+    trainer._update_actor(batch)
+    sent = trainer.actor_rollout_wg.sent
+    assert int((sent["response_mask"].sum(-1) > 0).sum()) == kept_rows  # the padding rows: zero mask
+
+    cfg = launch.compose(launch.overrides(settings, model_path=str(char_model_dir), train_files="t.parquet",
+                                          work_dir=str(tmp_path), settings_path="s.json", train_set="t.parquet",
+                                          vocab_size=tr.vocab_size, n_train=8))
+    actor_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    torch.manual_seed(0)
+    logp = (part.old_lp + 0.1 * torch.randn_like(part.old_lp)).requires_grad_(True)
+    tokens = int(sent["response_mask"].sum())
+    per_rank = []
+    shards = tu.chunk_tensordict(sent, 8)  # verl's dispatch to the ranks: equal contiguous slices
+    for shard, idx in zip(shards, torch.arange(len(rows)).chunk(8), strict=True):
+        tu.assign_non_tensor(shard, dp_size=8, batch_num_tokens=tokens)
+        loss, _ = ppo_loss(actor_cfg, {"log_probs": to_no_padding(logp[rows[idx]], batch.batch[idx])}, shard)
+        per_rank.append(loss)
+    dp_loss = torch.stack(per_rank).mean()  # FSDP: the mean of the ranks' gradients
+    (g_dp,) = torch.autograd.grad(dp_loss, logp)
+    local_loss, _ = grpo_loss(logp, part.old_lp, part.scored.advantages, part.rollouts.response_mask, seq_w,
+                              loss_config(tr.cfg), ref_log_prob=ref_lp, global_batch_size=B * G)
+    (g_local,) = torch.autograd.grad(local_loss, logp)
+    torch.testing.assert_close(dp_loss, local_loss, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(g_dp, g_local, rtol=1e-5, atol=1e-8)
