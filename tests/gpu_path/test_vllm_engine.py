@@ -180,7 +180,7 @@ def test_identical_problems_and_benchmarks_get_their_own_samples(vllm, engine, t
         return sets[name].query("problem_id == @pid").sort_values("sample_idx")["text"].tolist()
 
     a, b = texts("x", "a"), texts("x", "b")
-    assert len(set(a)) > 4  # the samples vary, so a shift would show
+    assert len(set(a)) > 1  # the samples vary, so a shift would show
     assert a[1:] != b[:-1] and a != b and texts("y", "a") != a
     # what consecutive seeds gave: the second problem's samples are the first's, shifted by one
     prompt = tokens_prompt(AutoTokenizer.from_pretrained(tiny_model_dir), build_prompt(q, chat_template=False))
