@@ -24,6 +24,7 @@ extrapolates each job to this CPU as well: why these rules need the GPU.
 
     .venv/bin/python measurements/gpu_time_estimate.py                # measure (about a minute), then the table
     .venv/bin/python measurements/gpu_time_estimate.py --no-measure   # the table alone
+    .venv/bin/python measurements/gpu_time_estimate.py --no-measure --logprob-s-per-token 1.54e-4  # verl's per-row loop
 """
 
 from __future__ import annotations
@@ -111,6 +112,11 @@ class Assumptions:
     vllm_start_s: float = 120.0  # engine start: weights, memory profiling, CUDA graphs
     hf_tps_1p5b: float = 3000.0  # HF generate tokens/s, 1.5B bf16, one padded batch of 256
     verl_step_overhead_s: float = 20.0  # weight sync to vLLM, rewards, metrics
+    # verl's log-prob route, seconds per token of each pass beyond the FLOPs above: 0 for the fused
+    # kernels vicurl_ppo_trainer.yaml selects; verl 0.9.1's per-row loop (no fused kernels, no flash-attn)
+    # is about 2.53 / 16384 = 1.5e-4 (an H200's forward + backward, measurements/logprob_route.py; on an
+    # A100 assumed the same: the loop is bound by kernel launches)
+    logprob_s_per_token: float = 0.0
     verl_start_s: float = 600.0
     probe_start_s: float = 60.0
     prompt_tokens: float = 200.0  # mean prompt length (template included)
@@ -297,8 +303,10 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
         # (forward + backward) of the rows the curriculum keeps (the others leave the batch: train.skip_dropped)
         share = kept_share(s, runs_lib.start_step(cfg, run))
         train_flops = s["batch_size"] * s["group_size"] * ctx * (1 + 4 * share) * a.fwd_flops(ctx / 2)
+        pass_tokens = s["batch_size"] * s["group_size"] * ctx * (1 + 2 * share)  # old; ref and update (kept rows)
         step_s = (vllm_seconds(gen_tokens, s["max_response_length"], a, A, gpus)
-                  + train_flops / (gpus * A.bf16_peak * A.mfu_train) + A.verl_step_overhead_s)
+                  + train_flops / (gpus * A.bf16_peak * A.mfu_train) + A.verl_step_overhead_s
+                  + pass_tokens * A.logprob_s_per_token / gpus)
         steps = s["total_steps"] - runs_lib.start_step(cfg, run)  # a continued run trains its own steps only
         jobs.append(Job("train", run.model, steps * (gen_tokens + s["batch_size"] * s["group_size"] * ctx), gpus,
                         A.verl_start_s + steps * step_s,
@@ -361,7 +369,7 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
 
 
 NOTES = {
-    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.0%}; +{verl_step_overhead_s:.0f} s/step",
+    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.0%}; +{verl_step_overhead_s:.0f} s/step; +{logprob_s_per_token:.3g} s/token/pass for the log-prob route (0: verl's fused kernels)",
     "generate_checkpoint": "vLLM, 1 GPU, a checkpoint's benchmarks: {vllm_tps_1p5b:,.0f} tok/s at 1.5B (x 1.5B/N), >= max_new x {vllm_step_s:.3f} s, +{vllm_start_s:.0f} s start",
     "prompt_stats": "as generate_checkpoint (eval.engine vllm): k samples of every training prompt",
     "probe": "HF generate bf16 {hf_tps_1p5b:,.0f} tok/s at 1.5B; FP32 scoring + 4 x 256 fwd/bwd at {util_fp32:.0%} of 19.5 TFLOP/s",
