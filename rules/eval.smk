@@ -30,6 +30,7 @@ rule generate_checkpoint:
         chat_template=lambda w: runs_lib.chat_template(config, w.model),
         device=DEVICE,
         on_bad_row=lambda w: on_bad_row(checkpoint_benchmarks(w)),  # a prompt too long for the model: dropped and counted, or refused
+        reproducible=config["reproducible"],  # vLLM's requests seeded, batch-invariant on a GPU
     script:
         "../workflow_scripts/generate.py"
 

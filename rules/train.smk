@@ -68,5 +68,6 @@ rule prompt_stats:
         vllm=config["eval"]["vllm"],
         device=DEVICE,
         on_bad_row=lambda w: on_bad_row([w.dataset])[w.dataset],  # a prompt too long for the model: dropped or refused
+        reproducible=config["reproducible"],
     script:
         "../workflow_scripts/prompt_stats.py"

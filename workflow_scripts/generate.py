@@ -14,7 +14,7 @@ def main(snakemake):
     jobs.generate(p.model_dir, dict(zip(p.benchmarks, snakemake.input.problems, strict=True)), snakemake.output[0],
                   eval=p.eval, run_seed=int(w.seed), step=getattr(w, "step", None),
                   on_bad_row=p.on_bad_row, prompt_order=p.prompt_order, chat_template=p.chat_template,
-                  device=p.device, threads=snakemake.threads)
+                  device=p.device, threads=snakemake.threads, reproducible=p.reproducible)
 
 
 if __name__ == "__main__":

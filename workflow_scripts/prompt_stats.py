@@ -24,6 +24,7 @@ def main(snakemake):
         device=snakemake.params.device,
         dataset=snakemake.wildcards.dataset,
         on_bad_row=snakemake.params.on_bad_row,  # a prompt too long for the model: dropped (no statistics) or refused
+        reproducible=snakemake.params.reproducible,
     )
     with atomic_path(snakemake.output[0]) as tmp:
         stats.to_parquet(tmp, index=False)

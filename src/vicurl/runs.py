@@ -141,6 +141,7 @@ def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
     start = start_step(config, run)
     settings.update(
         seed=run.seed,
+        reproducible=bool(config.get("reproducible", False)),
         reward=run.reward,
         reward_params=dict(config["rewards"].get(run.reward, {})),
         curriculum=run.curriculum,

@@ -57,6 +57,9 @@ class TrainSettings:
     keep_checkpoints: int = 1
     export_steps: list[int] = field(default_factory=list)
     seed: int = 0
+    # config key `reproducible`: every vLLM rollout request seeded and, on a GPU, vLLM batch-invariant
+    # (verl engine; the local engine's sampling is seeded either way)
+    reproducible: bool = False
     prompt_order: str = "question_first"
     chat_template: bool | str = "auto"  # models.<name>.chat_template (vicurl.prompts)
     reward: str = "oracle"
@@ -117,7 +120,9 @@ class VerlSettings:
 class SamplingSettings:
     """What both evaluation generators (transformers, vLLM) sample with: ``n`` samples per problem
     at ``temperature`` / ``top_p``, at most ``max_new_tokens`` each, seeded by ``seed``; the
-    prompts rendered with ``prompt_order`` and ``chat_template`` (`vicurl.prompts`)."""
+    prompts rendered with ``prompt_order`` and ``chat_template`` (`vicurl.prompts`). ``reproducible``
+    (the config key): vLLM seeds every request, batch-invariant on a GPU (`vicurl.evaluation.vllm_generate`);
+    the transformers generator is seeded either way."""
 
     n: int
     temperature: float
@@ -126,6 +131,7 @@ class SamplingSettings:
     seed: int
     prompt_order: str = "question_first"
     chat_template: bool | str = "auto"
+    reproducible: bool = False
 
 
 @functools.lru_cache(maxsize=None)

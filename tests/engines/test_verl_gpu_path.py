@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import yaml
 from omegaconf import OmegaConf
 
 from vicurl.data import schema
@@ -691,3 +692,34 @@ def test_the_passes_take_verls_vectorised_fused_log_probs(chat_model_dir, tmp_pa
     out = subprocess.run([sys.executable, str(script), str(model_cfg), str(actor_cfg)], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.split()[-2:] == ["fused-torch", "equal"], (out.stdout + out.stderr)[-3000:]
+
+
+def test_rollout_requests_are_seeded_only_when_reproducibility_is_asked(chat_model_dir, tmp_path):
+    """``reproducible`` (off by default): the rollout manager's wrapper writes each request's seed into the
+    batch (which the project's agent loop puts into vLLM's sampling parameters) and verl's
+    ``rollout.full_determinism`` asks vLLM for batch-invariant kernels; off, neither, and vLLM keeps its
+    batched sampler. The CPU rehearsal keeps the kernels as they are (vLLM's CPU build fails with that mode)."""
+    import types
+
+    from vicurl.engines.verl.rollout_seeds import FIELD, SeededRollouts, batch_seeds
+
+    seen = []
+
+    class Manager:
+        def generate_sequences(self, batch):
+            seen.append(batch.non_tensor_batch.get(FIELD))
+            return types.SimpleNamespace(non_tensor_batch={})
+
+    def batch():
+        return types.SimpleNamespace(non_tensor_batch={"extra_info": [{"id": "p1"}, {"id": "p1"}, {"id": "p2"}]})
+
+    SeededRollouts(Manager(), seed=4, step_of=lambda: 2, seeded=False).generate_sequences(batch())
+    SeededRollouts(Manager(), seed=4, step_of=lambda: 2, seeded=True).generate_sequences(batch())
+    assert seen[0] is None and list(seen[1]) == batch_seeds(4, 2, 0, ["p1", "p1", "p2"])
+    assert len(set(seen[1])) == 3
+
+    assert not launcher_config(chat_model_dir, tmp_path).actor_rollout_ref.rollout.full_determinism
+    asked = launch_settings(reproducible=True)
+    assert launcher_config(chat_model_dir, tmp_path, asked).actor_rollout_ref.rollout.full_determinism
+    cpu = yaml.safe_load((REPO / "config" / "gpu_smoke_cpu.yaml").read_text())["verl"]
+    assert not launcher_config(chat_model_dir, tmp_path, asked, verl=cpu).actor_rollout_ref.rollout.full_determinism

@@ -4,6 +4,8 @@ starts. What vLLM itself does with them (samples, log-probs, seeds, token prompt
 tested on the real engine, vLLM's CPU build: tests/gpu_path/test_vllm_engine.py.
 """
 
+import dataclasses
+import os
 import sys
 import types
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ def fake_vllm(monkeypatch):
     class LLM:
         def __init__(self, model, **kw):
             calls["model"], calls["llm"] = model, kw
+            calls["batch_invariant"] = os.environ.get("VLLM_BATCH_INVARIANT")
             calls["engines"] = calls.get("engines", 0) + 1
 
         def generate(self, prompts, params, use_tqdm=True):
@@ -59,7 +62,8 @@ def test_vllm_records_match_the_cpu_schema(fake_vllm, char_model_dir):
     problems = pd.DataFrame({"id": ["a", "b"], "question": ["Compute 1 + 1.", "Compute 0 + 1."],
                              "answer": ["0", "1"], "answer_type": ["math", "math"]})
     df = generate_records_vllm(str(char_model_dir), problems,
-                               SamplingSettings(n=4, temperature=0.6, top_p=0.95, max_new_tokens=32, seed=100),
+                               SamplingSettings(n=4, temperature=0.6, top_p=0.95, max_new_tokens=32, seed=100,
+                                                reproducible=True),
                                engine_args={"tensor_parallel_size": 2})
     assert list(df.columns) == RECORD_COLUMNS
     assert list(df["problem_id"]) == ["a"] * 4 + ["b"] * 4 and list(df["sample_idx"]) == [0, 1, 2, 3] * 2
@@ -81,12 +85,37 @@ def test_vllm_records_match_the_cpu_schema(fake_vllm, char_model_dir):
     assert s["pass@1"] == pytest.approx(0.5) and s["truncated_rate"] == 0.25
 
 
+def test_unless_asked_requests_go_unseeded_and_the_engine_as_it_is(fake_vllm, char_model_dir, monkeypatch):
+    """Without ``reproducible`` (the default) no request carries a seed: vLLM keeps its batched sampler
+    (a seeded request takes it to a per-request loop); the engine is seeded. Asked, the requests are
+    seeded and, on a GPU only, the engine is batch-invariant (vLLM's CPU build fails with that mode)."""
+    from vicurl.evaluation import vllm_generate
+
+    monkeypatch.setenv("VLLM_BATCH_INVARIANT", "0")  # so that the test's end unsets it again
+    monkeypatch.delenv("VLLM_BATCH_INVARIANT")
+    problems = pd.DataFrame({"id": ["a", "b"], "question": ["Compute 1 + 1.", "Compute 0 + 1."]})
+    s = SamplingSettings(n=2, temperature=0.6, top_p=0.95, max_new_tokens=8, seed=3)
+    generate_sets_vllm(str(char_model_dir), {"x": problems}, s)
+    assert [p["seed"] for p in fake_vllm["params"]] == [None, None] and fake_vllm["llm"]["seed"] == 3
+    assert fake_vllm["batch_invariant"] is None
+    generate_sets_vllm(str(char_model_dir), {"x": problems}, dataclasses.replace(s, reproducible=True))
+    assert [p["seed"] for p in fake_vllm["params"]] == [request_seed(3, "x", "a"), request_seed(3, "x", "b")]
+    assert fake_vllm["batch_invariant"] is None  # no GPU here
+    monkeypatch.setattr(vllm_generate, "batch_invariance", lambda reproducible: {"VLLM_BATCH_INVARIANT": "1"})
+    generate_sets_vllm(str(char_model_dir), {"x": problems}, dataclasses.replace(s, reproducible=True))
+    assert fake_vllm["batch_invariant"] == "1"
+    monkeypatch.undo()
+    assert vllm_generate.batch_invariance(True, cuda=True) == {"VLLM_BATCH_INVARIANT": "1"}
+    assert vllm_generate.batch_invariance(True, cuda=False) == vllm_generate.batch_invariance(False, cuda=True) == {}
+    assert "VLLM_BATCH_INVARIANT" not in os.environ
+
+
 def test_vllm_several_benchmarks_one_engine_one_call(fake_vllm, char_model_dir):
     """eval.generate_per: checkpoint: one engine and one batched call; each benchmark's records and request
     seeds are those of a job on that benchmark alone."""
     a = pd.DataFrame({"id": ["a0", "a1"], "question": ["Compute 1 + 1.", "Compute 2 + 1."]})
     b = pd.DataFrame({"id": ["b0"], "question": ["Compute 5 + 1."]})
-    kw = dict(sampling=SamplingSettings(n=2, temperature=0.6, top_p=0.95, max_new_tokens=8, seed=50))
+    kw = dict(sampling=SamplingSettings(n=2, temperature=0.6, top_p=0.95, max_new_tokens=8, seed=50, reproducible=True))
     sets = generate_sets_vllm(str(char_model_dir), {"a": a, "b": b}, **kw)
     assert fake_vllm["engines"] == 1 and fake_vllm["generate_calls"] == 1
     seeds = [request_seed(50, "a", "a0"), request_seed(50, "a", "a1"), request_seed(50, "b", "b0")]
@@ -141,7 +170,7 @@ def test_prompt_stats_sample_with_vllm_when_the_eval_engine_is_vllm(fake_vllm, c
                              "answer": ["0", "1"], "answer_type": ["math", "math"]})
     settings = {"k": 4, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 16, "batch_size": 64, "seed": 7}
     stats = offline_statistics(str(char_model_dir), problems, settings, engine="vllm",
-                               vllm_args={"gpu_memory_utilization": 0.8})
+                               vllm_args={"gpu_memory_utilization": 0.8}, reproducible=True)
     longest = max(len(p["prompt_token_ids"]) for p in fake_vllm["prompts"])
     assert fake_vllm["engines"] == 1
     assert fake_vllm["llm"] == {"seed": 7, "gpu_memory_utilization": 0.8, "max_model_len": longest + 16}

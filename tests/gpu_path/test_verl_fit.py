@@ -65,7 +65,8 @@ def entropy_runs(vllm, verl_launch, tiny_model_dir, demo_train_set, tmp_path_fac
     to the train job, as SLURM's time limit or a user sends it) once verl's save of step 2 is complete,
     then resumed by the same command. Also returned: the processes run ``b`` had when it was stopped
     and those of them left once the job exited."""
-    settings = {**BASE, "total_steps": 3, "reward": "entropy", "curriculum": "vicurl", "export_steps": [1, 2, 3]}
+    settings = {**BASE, "total_steps": 3, "reward": "entropy", "curriculum": "vicurl", "export_steps": [1, 2, 3],
+                "reproducible": True}  # seeded rollout requests: the resumed run continues bit for bit
     root = tmp_path_factory.mktemp("vicurl_entropy")
     rc, log, _ = verl_launch(root / "a", settings, tiny_model_dir, demo_train_set)
     assert rc == 0, log[-4000:]

@@ -41,9 +41,9 @@ Z_MAX = 3.5  # two generators of one distribution: |z| > 3.5 with probability 5e
 
 
 def eval_sampling(n: int = EVAL["n_samples"], seed: int = 0, **kw) -> SamplingSettings:
-    """The demo's evaluation sampling (config/demo.yaml `eval`)."""
+    """The demo's evaluation sampling (config/demo.yaml `eval`), with seeded requests (``reproducible``)."""
     return SamplingSettings(n=n, temperature=EVAL["temperature"], top_p=EVAL["top_p"],
-                            max_new_tokens=EVAL["max_new_tokens"], seed=seed, **kw)
+                            max_new_tokens=EVAL["max_new_tokens"], seed=seed, **{"reproducible": True, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -287,13 +287,13 @@ def test_prompt_stats_through_vllm_write_what_the_transformers_path_writes(vllm,
                                                                            engine_args):
     """Rule prompt_stats with ``eval.engine: vllm`` (its own engine, as the rule starts one) against the
     transformers path on the same training prompts: the same columns and prompts (the over-long one
-    dropped by both), pass rates within sampling error; and its samples are the shared engine's for the
-    same requests (a fresh engine reproduces them)."""
+    dropped by both), pass rates within sampling error; and, seeded (``reproducible``), its samples are
+    the shared engine's for the same requests (a fresh engine reproduces them)."""
     train = demo_splits["arith_train"].head(64)
     long = train.iloc[[0]].assign(id="too-long", question="Compute " + " + ".join(["1"] * 100) + ".")
     problems = pd.concat([train, long], ignore_index=True)
     settings = {"k": 8, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 64, "batch_size": 256, "seed": 5}
-    kw = dict(dataset="arith_train", on_bad_row="drop")
+    kw = dict(dataset="arith_train", on_bad_row="drop", reproducible=True)
     with_vllm = offline_statistics(tiny_model_dir, problems, settings, engine="vllm", vllm_args=engine_args, **kw)
     with_hf = offline_statistics(tiny_model_dir, problems, settings, engine="transformers", device="cpu", **kw)
     assert list(with_vllm.columns) == list(with_hf.columns) == COLUMNS
@@ -305,7 +305,7 @@ def test_prompt_stats_through_vllm_write_what_the_transformers_path_writes(vllm,
     assert abs(z) < Z_MAX, (z, se, with_vllm["pass_rate"].mean(), with_hf["pass_rate"].mean())
     assert 0.05 < with_vllm["pass_rate"].mean() < 0.95  # the test has something to compare
 
-    s = SamplingSettings(n=8, temperature=1.0, top_p=1.0, max_new_tokens=64, seed=5)
+    s = SamplingSettings(n=8, temperature=1.0, top_p=1.0, max_new_tokens=64, seed=5, reproducible=True)
     shared = generate_sets_vllm(tiny_model_dir, {"arith_train": train}, s, llm=engine)["arith_train"]
     pd.testing.assert_frame_equal(prompt_statistics(grade_records(shared, train)), with_vllm)
 

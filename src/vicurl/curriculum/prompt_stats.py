@@ -86,17 +86,19 @@ def offline_statistics(
     device: str = "auto",
     dataset: str = "",
     on_bad_row: str = "fail",
+    reproducible: bool = False,
 ) -> pd.DataFrame:
     """Rule prompt_stats: ``settings["k"]`` samples of the model per problem from ``engine``
     (``eval.engine``), graded, one row per prompt. ``settings``: the config's ``prompt_stats``;
-    ``dataset``, ``on_bad_row``: the training set's name and its ``on_bad_row``."""
+    ``dataset``, ``on_bad_row``: the training set's name and its ``on_bad_row``; ``reproducible``: the
+    config key (`vicurl.settings.SamplingSettings`)."""
     kept, _ = fit_sets(model_dir, {dataset: problems}, max_new_tokens=settings["max_new_tokens"], policies=on_bad_row,
                        prompt_order=prompt_order, chat_template=chat_template,
                        max_model_len=(vllm_args or {}).get("max_model_len") if engine == "vllm" else None,
                        budget_key="prompt_stats.max_new_tokens")
     sampling = SamplingSettings(n=settings["k"], temperature=settings["temperature"], top_p=settings["top_p"],
                                 max_new_tokens=settings["max_new_tokens"], seed=settings["seed"],
-                                prompt_order=prompt_order, chat_template=chat_template)
+                                prompt_order=prompt_order, chat_template=chat_template, reproducible=reproducible)
     records = generate_sets_with(engine, model_dir, kept, sampling, batch_size=settings["batch_size"], threads=threads,
                                  device=device, vllm_args=vllm_args)[dataset]
     return prompt_statistics(grade_records(records, kept[dataset]))

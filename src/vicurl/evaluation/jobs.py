@@ -28,16 +28,18 @@ def sampling_seed(run_seed: int, step: int) -> int:
 def generate(model_dir: str | Mapping[int, str], problems: Mapping[str, str | Path], out: str | Path, *,
              eval: Mapping[str, Any], run_seed: int, step: int | None = None,
              on_bad_row: Mapping[str, str] | str = "fail", prompt_order: str = "question_first",
-             chat_template: bool | str = "auto", device: str = "auto", threads: int = 1) -> None:
+             chat_template: bool | str = "auto", device: str = "auto", threads: int = 1,
+             reproducible: bool = False) -> None:
     """Samples of one checkpoint (``model_dir`` a path, at ``step``) on every benchmark of ``problems``
     (name -> problems file), or of every checkpoint of a run (``model_dir``: step -> path), written
     to ``out`` in that layout. A problem whose prompt the model's context cannot hold with the
     response budget is dropped and counted (the file's metadata) or refuses the job, as its
-    ``on_bad_row`` says (`vicurl.long_prompts.fit_sets`). ``eval``: the config's `eval` settings."""
+    ``on_bad_row`` says (`vicurl.long_prompts.fit_sets`). ``eval``: the config's `eval` settings;
+    ``reproducible``: the config key (`vicurl.settings.SamplingSettings`)."""
     sets = {b: schema.read(path) for b, path in problems.items()}
     sources = {b: f"{b} ({path})" for b, path in problems.items()}
     kw = dict(eval=eval, run_seed=run_seed, on_bad_row=on_bad_row, prompt_order=prompt_order,
-              chat_template=chat_template, device=device, threads=threads, sources=sources)
+              chat_template=chat_template, device=device, threads=threads, sources=sources, reproducible=reproducible)
     if isinstance(model_dir, Mapping):  # a run's file
         by_step = {int(s): _generate_checkpoint(d, sets, step=int(s), **kw) for s, d in model_dir.items()}
         write_records(combine_steps({s: combine(records) for s, (records, _) in by_step.items()}), out,
@@ -49,7 +51,7 @@ def generate(model_dir: str | Mapping[int, str], problems: Mapping[str, str | Pa
 
 
 def _generate_checkpoint(model_dir, sets, *, step, eval, run_seed, on_bad_row, prompt_order, chat_template,
-                         device, threads, sources):
+                         device, threads, sources, reproducible):
     """Every benchmark's records of one checkpoint, and what was left out as too long for it."""
     from vicurl.evaluation.engines import generate_sets_with
     from vicurl.long_prompts import fit_sets
@@ -63,7 +65,7 @@ def _generate_checkpoint(model_dir, sets, *, step, eval, run_seed, on_bad_row, p
     )
     sampling = SamplingSettings(n=eval["n_samples"], temperature=eval["temperature"], top_p=eval["top_p"],
                                 max_new_tokens=eval["max_new_tokens"], seed=sampling_seed(run_seed, step),
-                                prompt_order=prompt_order, chat_template=chat_template)
+                                prompt_order=prompt_order, chat_template=chat_template, reproducible=reproducible)
     records = generate_sets_with(eval["engine"], model_dir, problem_sets, sampling, batch_size=eval["batch_size"],
                                  threads=threads, device=device, vllm_args=eval["vllm"])
     log.info("step %d: %s samples (%s) of %s", step, {b: len(r) for b, r in records.items()}, eval["engine"], model_dir)

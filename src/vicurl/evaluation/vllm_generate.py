@@ -6,9 +6,11 @@ engine generated.
 Prompts are built by the same ``build_prompt`` as training and handed to vLLM as token ids
 (``tokens_prompt``), tokenized as training and the CPU sampler tokenize them, without special
 tokens: a string prompt would be tokenized by vLLM with them, putting a second BOS in front of
-Llama's chat template and an unseen one in front of R1-Distill's prompts. Each problem's request
-carries its own seed, drawn from (``seed``, its benchmark, its id) (``request_seed``), so its samples
-do not depend on which other problems share the batch, and a rerun reproduces them. vLLM seeds a
+Llama's chat template and an unseen one in front of R1-Distill's prompts. Where the config asks for
+reproducible samples (``reproducible``), each problem's request carries its own seed, drawn from
+(``seed``, its benchmark, its id) (``request_seed``), so its samples do not depend on which other
+problems share the batch (on a GPU with vLLM's batch-invariant kernels: ``batch_invariance``), and a
+rerun reproduces them; otherwise the requests go unseeded and vLLM keeps its batched sampler. vLLM seeds a
 request's j-th sample ``seed + j``: consecutive seeds (``seed + i`` for problem i) would give problem
 i + 1 the samples of problem i shifted by one, and problem i of every benchmark the same noise.
 """
@@ -16,6 +18,7 @@ i + 1 the samples of problem i shifted by one, and problem i of every benchmark 
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 import pandas as pd
@@ -53,13 +56,14 @@ def generate_sets_vllm(
     llm=None,
 ) -> dict[str, pd.DataFrame]:
     """The records of several problem sets (benchmarks), by name, from one engine and one
-    ``generate`` call (vLLM batches across sets). Each problem's request is seeded by (``sampling.seed``,
-    its set's name, its id) (``request_seed``), as when the set is generated alone. ``engine_args``: keyword arguments of ``vllm.LLM``
+    ``generate`` call (vLLM batches across sets). With ``sampling.reproducible`` each problem's request is
+    seeded by (``sampling.seed``, its set's name, its id) (``request_seed``), as when the set is generated
+    alone; without, the requests draw from the engine's stream (seeded by ``sampling.seed``). ``engine_args``: keyword arguments of ``vllm.LLM``
     (tensor_parallel_size, gpu_memory_utilization, max_model_len, dtype, ...). A prompt longer than the
     context vLLM serves minus ``max_new_tokens`` is refused, naming the set and the row, as on the CPU
     path (the caller drops such problems first where their dataset says so: ``vicurl.long_prompts.fit_sets``).
-    ``llm``: an engine ``start_engine(model_dir, ..., engine_args)`` started, reused (the samples depend on
-    the requests' seeds only); by default one is started and shut down."""
+    ``llm``: an engine ``start_engine(model_dir, ..., engine_args)`` started, reused (with seeded requests
+    the samples depend on their seeds only); by default one is started and shut down."""
     from transformers import AutoConfig, AutoTokenizer
     from vllm import SamplingParams  # only in the GPU environment (and vLLM's CPU build)
 
@@ -74,9 +78,11 @@ def generate_sets_vllm(
                                    chat_template=s.chat_template, name=name)
         prompts += [tokens_prompt(tokenizer, text) for text in texts]
         params += [SamplingParams(n=s.n, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_new_tokens,
-                                  seed=request_seed(s.seed, name, pid)) for pid in problems["id"].astype(str)]
+                                  seed=request_seed(s.seed, name, pid) if s.reproducible else None)
+                   for pid in problems["id"].astype(str)]
     if llm is None:
-        llm = start_engine(model_dir, s.seed, serving_args(engine_args, prompts, s.max_new_tokens, context))
+        llm = start_engine(model_dir, s.seed, serving_args(engine_args, prompts, s.max_new_tokens, context),
+                           reproducible=s.reproducible)
     outputs = iter(llm.generate(prompts, params, use_tqdm=False))
     return {name: _records(problems, [next(outputs) for _ in range(len(problems))], s.n)
             for name, problems in problem_sets.items()}
@@ -103,11 +109,24 @@ def serving_args(engine_args: dict[str, Any] | None, prompts: list[dict], max_ne
     return args
 
 
-def start_engine(model_dir: str, seed: int, engine_args: dict[str, Any] | None = None):
-    """``vllm.LLM`` on ``model_dir`` (``engine_args``: the config's ``eval.vllm``)."""
+def start_engine(model_dir: str, seed: int, engine_args: dict[str, Any] | None = None, reproducible: bool = False):
+    """``vllm.LLM`` on ``model_dir`` (``engine_args``: the config's ``eval.vllm``), batch-invariant where
+    ``reproducible`` asks it on a GPU (``batch_invariance``)."""
     from vllm import LLM
 
+    os.environ.update(batch_invariance(reproducible))
     return LLM(model=str(model_dir), seed=int(seed), **(engine_args or {}))
+
+
+def batch_invariance(reproducible: bool, cuda: bool | None = None) -> dict[str, str]:
+    """The environment that makes vLLM's kernels batch-invariant, so that a seeded request's samples do not
+    depend on the requests beside it: asked (``reproducible``) on a GPU. vLLM's batch-invariant kernels are
+    Triton (GPU) kernels, its CPU build fails to start with them, and its CPU kernels are batch-invariant as
+    they are (tests/gpu_path/test_vllm_engine.py)."""
+    import torch
+
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    return {"VLLM_BATCH_INVARIANT": "1"} if reproducible and cuda else {}
 
 
 def missing_vllm_names(config_files=()) -> dict[str, list[str]]:

@@ -109,13 +109,15 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "actor_rollout_ref.rollout.n": g,
         "actor_rollout_ref.rollout.temperature": float(s.temperature),
         "actor_rollout_ref.rollout.top_p": float(s.top_p),
+        # asked for reproducible samples: vLLM's batch-invariant kernels (and the requests seeded: trainer.py)
+        "actor_rollout_ref.rollout.full_determinism": bool(s.reproducible),
         "actor_rollout_ref.rollout.tensor_model_parallel_size": int(v.rollout_tensor_parallel),
         "actor_rollout_ref.rollout.gpu_memory_utilization": float(v.gpu_memory_utilization),
         # the context vLLM serves: unset, verl takes the model's (131,072 tokens for Llama-3.2-3B and
         # R1-Distill) and vLLM must hold a KV cache that long beside the actor
         "actor_rollout_ref.rollout.max_model_len": int(s.max_prompt_length) + int(s.max_response_length),
         "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": max_tok,
-        # files of this package: the agent loop that seeds every rollout request, the zero reward
+        # files of this package: the agent loop that seeds the rollout requests (reproducible), the zero reward
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(rollout_seeds.AGENT_LOOPS),
         "reward.custom_reward_function.path": str(Path(__file__).with_name("reward_fn.py")),
         # the loop

@@ -3,14 +3,17 @@
 verl 0.9.1 samples every rollout from its vLLM engine's one random stream (the engine is seeded,
 the requests are not): which numbers a rollout gets depends on the order in which the agent-loop
 workers' requests reach the engine, and a run resumed after a preemption restarts the stream, so it
-samples other rollouts than the run it continues. Here each request carries its own seed,
+samples other rollouts than the run it continues. Where the config asks for it (``reproducible``),
+each request carries its own seed,
 
     seed(run seed, step, call of the step, prompt id, k)    (k: the prompt's k-th rollout in the call)
 
 (``rollout_seed``), so the G rollouts of a prompt differ, and a step's samples are the same however
 the requests are scheduled and whether or not the run was resumed before it, where the engine's
-logits do not depend on the batch: on a CPU (tested), not on a GPU unless vLLM's batch-invariant
-mode is on (docs/verl.md, "How the engine works").
+logits do not depend on the batch: on a CPU (tested), on a GPU with vLLM's batch-invariant mode,
+which ``reproducible`` turns on there (verl's ``rollout.full_determinism``). Seeded requests cost: vLLM
+then draws each request's noise with its own generator, a kernel launch per request and decode step
+(docs/verl.md, "Reproducibility"), so where reproducibility is not asked the requests go unseeded.
 
 ``SeededRollouts`` wraps the trainer's rollout manager and writes the seeds into the batch (field
 ``vicurl_seed``); ``SeededSingleTurnAgentLoop``, verl's single-turn agent loop, puts a request's seed
@@ -49,10 +52,12 @@ def batch_seeds(seed: int, step: int, call: int, prompt_ids: list[str]) -> list[
 
 
 class SeededRollouts:
-    """verl's rollout manager, except that ``generate_sequences`` seeds every request (``batch_seeds``)."""
+    """verl's rollout manager, except that ``generate_sequences`` seeds every request (``batch_seeds``)
+    where ``seeded`` (the config's ``reproducible``; else the requests go unseeded, as in verl, and vLLM
+    keeps its batched sampler), and times each step's generation."""
 
-    def __init__(self, manager, seed: int, step_of: Callable[[], int]):
-        self._manager, self._seed, self._step_of = manager, int(seed), step_of
+    def __init__(self, manager, seed: int, step_of: Callable[[], int], seeded: bool = True):
+        self._manager, self._seed, self._step_of, self._seeded = manager, int(seed), step_of, bool(seeded)
         self._calls: dict[int, int] = defaultdict(int)
         self.seconds: dict[int, float] = defaultdict(float)  # each step's generation time (time/rollout_s)
 
@@ -60,8 +65,9 @@ class SeededRollouts:
         step = int(self._step_of())
         call = self._calls[step]
         self._calls[step] += 1
-        ids = [str((info or {}).get("id")) for info in batch.non_tensor_batch["extra_info"]]
-        batch.non_tensor_batch[FIELD] = np.array(batch_seeds(self._seed, step, call, ids), dtype=object)
+        if self._seeded:
+            ids = [str((info or {}).get("id")) for info in batch.non_tensor_batch["extra_info"]]
+            batch.non_tensor_batch[FIELD] = np.array(batch_seeds(self._seed, step, call, ids), dtype=object)
         t0 = time.perf_counter()
         out = self._manager.generate_sequences(batch)
         self.seconds[step] += time.perf_counter() - t0

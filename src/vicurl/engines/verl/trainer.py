@@ -5,8 +5,9 @@ verl's methods are overridden (``OVERRIDES``, with verl 0.9.1's signatures, whic
 against the installed verl together with the order in which ``fit`` calls them), each calling
 verl's own; ``fit()`` is not copied.
 
-``init_workers``  verl's rollout manager, wrapped so that every rollout request carries its own seed
-    (`vicurl.engines.verl.rollout_seeds`): the samples follow from the run's seed, resumed or not.
+``init_workers``  verl's rollout manager, wrapped so that, where the config asks (``reproducible``),
+    every rollout request carries its own seed (`vicurl.engines.verl.rollout_seeds`): the samples
+    follow from the run's seed, resumed or not; it also times each step's generation.
 ``_create_dataloader``  for curricula that choose each step's prompts (AdaRFT, SENT) the training
     sampler is ``CurriculumSampler`` (`vicurl.engines.verl.sampler`): each step's batch is the
     curriculum's ``propose`` for that step, drawn when ``fit`` asks for the batch (single-process
@@ -143,9 +144,12 @@ class VICuRLTrainer(RayPPOTrainer):
 
     def init_workers(self):
         super().init_workers()
-        # every rollout request carries its own seed (`rollout_seeds`): the samples follow from the run's seed
-        self.async_rollout_manager = SeededRollouts(self.async_rollout_manager, self._vicurl_hook().seed,
-                                                    step_of=lambda: self.global_steps)
+        # with `reproducible`, every rollout request carries its own seed (`rollout_seeds`): the samples
+        # follow from the run's seed; the wrapper also times each step's generation
+        hook = self._vicurl_hook()
+        self.async_rollout_manager = SeededRollouts(self.async_rollout_manager, hook.seed,
+                                                    step_of=lambda: self.global_steps,
+                                                    seeded=bool(hook.settings.reproducible))
 
     def _create_dataloader(self, train_dataset, val_dataset, collate_fn, train_sampler):
         hook = self._vicurl_hook()
