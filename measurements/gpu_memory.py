@@ -9,14 +9,15 @@ T tokens a micro-batch (``verl.max_token_len_per_gpu``, dynamic batch size), V t
                 ``param_offload`` / ``optimizer_offload`` move weights / moments to the CPU
   activations   gradient checkpointing (verl's default): each layer's input, T * h * L * 2 bytes,
                 and one layer recomputed at a time, about T * (10 h + 3 i) * 2 bytes
-  logits        without flash-attn's fused cross entropy, verl's log-softmax materializes the logits
-                in fp32: k * T * V * 4 bytes, k measured below on the CPU through verl's own
-                ``logprobs_from_logits`` (forward and backward: the update) and, for the old-policy
-                pass, with the entropies as the launcher's config has verl compute them: chunked and
-                eager (``entropy_from_logits_with_chunking``, 2,048 tokens a chunk; measured at two
-                chunks, so the factor overstates longer micro-batches). Unchunked and eager, the
-                pass held 34.9 GB above the weights at 16,384 tokens of Qwen2.5-Math-1.5B on an
-                H200 (k = 3.5), and whether verl's torch.compile fused it decided the plan
+  logits        the launcher's config has verl compute log-probs and entropies with its fused kernels
+                (``use_fused_kernels``, torch backend): 512 tokens at a time from the hidden states,
+                so the logits' memory is k * 512 * V * 4 bytes whatever T, k measured below on the
+                CPU through verl's own ``FusedLinearForPPO`` (forward and backward: the update; log-
+                probs and entropies without grad: the old-policy pass). With fused kernels off
+                (verl.overrides) verl's log-softmax materializes the micro-batch's logits: k * T * V * 4
+                bytes through ``logprobs_from_logits`` and the entropies chunked and eager
+                (``entropy_from_logits_with_chunking``); unchunked and eager, that pass held 34.9 GB
+                above the weights at 16,384 tokens of Qwen2.5-Math-1.5B on an H200 (k = 3.5)
   rollout       vLLM's share, ``gpu_memory_utilization`` of the GPU (weights and KV cache), while
                 the actor's resident part stays; vLLM sleeps (frees it) during the passes and update
 
@@ -46,40 +47,61 @@ from vicurl.settings import VerlSettings  # noqa: E402
 GB = 1e9
 
 
+FUSED_CHUNK = 512  # tokens a chunk of verl's FusedLinearForPPO (its default)
+
+
+def launcher_config() -> dict:
+    return yaml.safe_load((REPO / "src" / "vicurl" / "engines" / "verl" / "vicurl_ppo_trainer.yaml").read_text())
+
+
 def chunked_entropy() -> bool:
     """Whether the launcher's config has verl compute the old-policy pass's entropies in chunks."""
-    cfg = yaml.safe_load((REPO / "src" / "vicurl" / "engines" / "verl" / "vicurl_ppo_trainer.yaml").read_text())
-    return bool(cfg["actor_rollout_ref"]["actor"].get("entropy_from_logits_with_chunking", False))
+    return bool(launcher_config()["actor_rollout_ref"]["actor"].get("entropy_from_logits_with_chunking", False))
+
+
+def fused_kernels() -> bool:
+    """Whether the launcher's config has verl compute log-probs and entropies with its fused kernels."""
+    return bool(launcher_config()["actor_rollout_ref"]["model"].get("use_fused_kernels", False))
+
+
+def route() -> str:
+    return ("fused kernels, torch backend" if fused_kernels()
+            else f"logits, entropies {'chunked' if chunked_entropy() else 'unchunked'}, eager")
 
 
 def logits_factors(tokens: int = 4096, vocab: int = 151936) -> tuple[float, float]:
-    """Peak bytes over T * V * 4 of verl's log-probs of ``tokens`` positions from bf16 logits (the
-    actor's output dtype): forward and backward (the update), and log-probs + entropy without grad
-    (the old-policy pass, the entropies as the launcher's config computes them); measured on the CPU
-    from a fresh process's peak resident memory."""
+    """Peak bytes over P * V * 4 of verl's log-probs of ``tokens`` positions (bf16 hidden states and
+    weights, the actor's dtypes) on the route the launcher's config selects, P = 512 (a fused chunk)
+    or ``tokens`` (the logits): forward and backward (the update), and log-probs + entropy without
+    grad (the old-policy pass); measured on the CPU from a fresh process's peak resident memory."""
     import subprocess
 
     entropy = "entropy_from_logits_with_chunking" if chunked_entropy() else "entropy_from_logits"
     code = f"""
 import resource, sys, torch
+from verl.utils.experimental.torch_functional import FusedLinearForPPO
 from verl.utils.torch_functional import {entropy} as entropy_from_logits, logprobs_from_logits
 torch.manual_seed(0)
-h = torch.randn({tokens}, 64, dtype=torch.bfloat16, requires_grad=sys.argv[1] == "update")
-w = (torch.randn(64, {vocab}) * 0.02).to(torch.bfloat16)
+train = sys.argv[1] == "update"
+h = torch.randn({tokens}, 64, dtype=torch.bfloat16, requires_grad=train)
+w = (torch.randn({vocab}, 64) * 0.02).to(torch.bfloat16).requires_grad_(train)
 labels = torch.randint(0, {vocab}, ({tokens},))
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-logits = h @ w
-if sys.argv[1] == "update":
-    logprobs_from_logits(logits, labels).sum().backward()
-else:
-    with torch.no_grad():
-        logprobs_from_logits(logits, labels), entropy_from_logits(logits)
+with torch.set_grad_enabled(train):
+    if {fused_kernels()}:
+        log_probs, entropy = FusedLinearForPPO(chunk_size={FUSED_CHUNK})(h, w, labels)
+    else:
+        logits = h @ w.t()
+        log_probs, entropy = logprobs_from_logits(logits, labels), None if train else entropy_from_logits(logits)
+    if train:
+        log_probs.sum().backward()
 print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)
 """
+    per = FUSED_CHUNK if fused_kernels() else tokens
 
     def peak(kind: str) -> float:
         out = subprocess.run([sys.executable, "-c", code, kind], capture_output=True, text=True, check=True)
-        return int(out.stdout.strip().splitlines()[-1]) / (tokens * vocab * 4)
+        return int(out.stdout.strip().splitlines()[-1]) / (per * vocab * 4)
 
     return max(peak("update") for _ in range(3)), max(peak("old_pass") for _ in range(3))  # RSS: the largest of 3
 
@@ -103,8 +125,9 @@ def estimate(m: dict, v: VerlSettings, gpu_gb: float, k: tuple[float, float]) ->
     resident = (0 if v.param_offload else 4 * n / w) + (0 if v.optimizer_offload else 8 * n / w)
     act = t * m["h"] * m["layers"] * 2 + t * (10 * m["h"] + 3 * m["i"]) * 2
     rollout = resident + v.gpu_memory_utilization * gpu_gb * GB
-    old_pass = resident + t * (10 * m["h"] + 3 * m["i"]) * 2 + k[1] * t * m["vocab"] * 4
-    update = resident + 4 * n / w + act + k[0] * t * m["vocab"] * 4
+    per = FUSED_CHUNK if fused_kernels() else t  # the tokens whose logits are held at once
+    old_pass = resident + t * (10 * m["h"] + 3 * m["i"]) * 2 + k[1] * per * m["vocab"] * 4
+    update = resident + 4 * n / w + act + k[0] * per * m["vocab"] * 4
     phases = {"rollout": rollout, "old_pass": old_pass, "update": update}
     return {"resident": resident / GB, **{p: b / GB for p, b in phases.items()}, "peak": max(phases.values()) / GB}
 
@@ -116,9 +139,9 @@ def main() -> None:
     a = ap.parse_args()
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     k = (1.5, 1.0) if a.no_measure else logits_factors()
-    print(f"logits factors over T * V * 4 bytes: update {k[0]:.2f}, old-policy pass {k[1]:.2f} "
-          f"({'assumed' if a.no_measure else 'measured on this CPU, bf16 logits'}; the old-policy pass's "
-          f"entropies {'chunked' if chunked_entropy() else 'unchunked'}, eager)\n")
+    per = f"{FUSED_CHUNK}" if fused_kernels() else "T"
+    print(f"logits factors over {per} * V * 4 bytes: update {k[0]:.2f}, old-policy pass {k[1]:.2f} "
+          f"({'assumed' if a.no_measure else 'measured on this CPU, bf16'}; {route()})\n")
     print(f"| model | verl settings | tokens a micro-batch | offload | resident | rollout | old-policy pass | update | "
           f"peak / {a.gpu_gb:.0f} GB |")
     print("|---|---|---|---|---|---|---|---|---|")
