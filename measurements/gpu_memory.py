@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "measurements"))
 
-from gpu_time_estimate import ARCHS  # noqa: E402  (the paper's models' published configurations)
+from gpu_time_estimate import ARCHS, model_classes  # noqa: E402  (the paper's models' published configurations)
 
 from vicurl.settings import VerlSettings  # noqa: E402
 
@@ -108,10 +108,9 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)
 
 def shape(hub_id: str) -> dict:
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     kind, kw = ARCHS[hub_id]
-    cfg_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[kind]
+    cfg_cls, model_cls = model_classes(kind)
     cfg = cfg_cls(**kw)
     with torch.device("meta"):
         n = sum(p.numel() for p in model_cls(cfg).parameters())

@@ -87,11 +87,17 @@ class Arch:
         return 2 * self.n_flop + 4 * self.layers * self.width * attended
 
 
-def arch_of(kind: str, kw: dict) -> Arch:
-    import torch
+def model_classes(kind: str) -> tuple[type, type]:
+    """The transformers config and model classes of an ``ARCHS`` kind."""
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-    cfg_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[kind]
+    return {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[kind]
+
+
+def arch_of(kind: str, kw: dict) -> Arch:
+    import torch
+
+    cfg_cls, model_cls = model_classes(kind)
     cfg = cfg_cls(**kw)
     with torch.device("meta"):
         model = model_cls(cfg)

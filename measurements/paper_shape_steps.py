@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "measurements"))
 
-from gpu_time_estimate import ARCHS, load_config  # noqa: E402
+from gpu_time_estimate import ARCHS, load_config, model_classes  # noqa: E402
 
 from vicurl import runs  # noqa: E402
 from vicurl.rehearsal.stand_ins import CHATML  # noqa: E402
@@ -81,11 +81,10 @@ def stand_in_tokenizer(vocab_size: int):
 def write_model(out: Path, hub_id: str, layers: int | None, vocab: int | None, seed: int = 0) -> None:
     """A randomly initialised model of ``hub_id``'s architecture (bf16) and a stand-in tokenizer of its size."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     kind, kw = ARCHS[hub_id]
     kw = {**kw, **({"num_hidden_layers": layers} if layers else {}), **({"vocab_size": vocab} if vocab else {})}
-    cfg_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[kind]
+    cfg_cls, model_cls = model_classes(kind)
     tok = stand_in_tokenizer(kw["vocab_size"])
     cfg = cfg_cls(**kw, bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                   max_position_embeddings=32768, torch_dtype="bfloat16")

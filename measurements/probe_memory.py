@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "measurements"))
 
-from gpu_time_estimate import ARCHS  # noqa: E402
+from gpu_time_estimate import ARCHS, model_classes  # noqa: E402
 
 from vicurl.probes.probe import ProbeConfig, estimate, rollout_gradient, trainable_shapes  # noqa: E402
 from vicurl.sampling import Rollouts  # noqa: E402
@@ -43,11 +43,10 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--rollouts", type=int, default=2)
     a = ap.parse_args()
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     kind, kw = ARCHS[a.model]
-    cfg_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[kind]
+    cfg_cls, model_cls = model_classes(kind)
     cfg = cfg_cls(**{**kw, **({"num_hidden_layers": a.layers} if a.layers else {})}, attn_implementation="sdpa")
     torch.manual_seed(0)
     with torch.device(device):

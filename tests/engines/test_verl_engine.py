@@ -12,6 +12,7 @@ import inspect
 import json
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -262,45 +263,55 @@ def test_rewards_advantages_and_weights_equal_the_local_engine(reward, curriculu
         assert rec[k] == (None if not np.isfinite(v) else pytest.approx(v, rel=1e-6, abs=1e-9)), k
 
 
-def test_verl_loss_equals_the_local_loss(char_model_dir, tmp_path, monkeypatch):
-    """verl's worker loss (``verl.workers.utils.losses.ppo_loss``) on the TensorDict the trainer
-    sends equals the local engine's ``grpo_loss``: value and gradient, weighted KL included."""
+def verl_update(settings, char_model_dir, tmp_path, monkeypatch, ranks: int = 1):
+    """One step of the local engine, then the same rollouts through the trainer's old-policy pass and
+    ``_update_actor`` on ``ranks`` data-parallel ranks, a reference policy that differs; verl's actor
+    config as the launcher composes it, and log-probs near the old ones to take the losses at."""
     from verl.utils.config import omega_conf_to_dataclass
-    from verl.workers.utils.losses import ppo_loss
 
-    settings = settings_for("oracle", "vicurl", curriculum_params={"beta_start": 0.25}, kl_coef=0.5)  # step 2: beta 0.5; a KL term that counts
     tr, part, selection, seq_w = local_step(char_model_dir, tmp_path, monkeypatch, settings)
-    assert 0 < int((seq_w == 0).sum()) < B * G  # some prompts dropped, some kept
-    order = interleave_order()
-    rows = torch.as_tensor(order)
-    batch = verl_batch(tr, part, order)
+    rows = torch.as_tensor(interleave_order())
+    batch = verl_batch(tr, part, rows.tolist())
     trainer = make_trainer(settings, tr, part.old_lp[rows], part.entropys[rows], tmp_path)
+    if ranks > 1:
+        trainer.actor_rollout_wg._dispatch_info = {"actor": list(range(ranks))}
     old, _ = trainer._compute_old_log_prob(batch)
-    # the dropped prompts' rows left the batch: verl's loss over the rest is the local loss over all
     subset = trainer._hook.pending.row_subset
-    assert subset is not None and len(subset) == int((seq_w != 0).sum())
     rows = rows[torch.as_tensor(subset)]
     old.batch.pop("entropys")
     batch = batch.union(old)
-    ref_lp = part.old_lp - 0.05 * torch.arange(R).float()  # a reference policy that differs
+    ref_lp = part.old_lp - 0.05 * torch.arange(R).float()
     batch.batch["ref_log_prob"] = ref_lp[rows]
     batch.batch["advantages"] = part.scored.advantages[rows]
     trainer._update_actor(batch)
-    sent = trainer.actor_rollout_wg.sent
-
     cfg = launch.compose(launch.overrides(settings, model_path=str(char_model_dir), train_files="t.parquet",
                                           work_dir=str(tmp_path), settings_path="s.json", train_set="t.parquet",
                                           vocab_size=tr.vocab_size, n_train=8))
-    actor_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
     torch.manual_seed(0)
     logp = (part.old_lp + 0.1 * torch.randn_like(part.old_lp)).requires_grad_(True)
-    tu.assign_non_tensor(sent, dp_size=1, batch_num_tokens=int(sent["response_mask"].sum()))
-    verl_loss, _ = ppo_loss(actor_cfg, {"log_probs": to_no_padding(logp[rows], batch.batch)}, sent)
-    (g_verl,) = torch.autograd.grad(verl_loss, logp)
     local_loss, _ = grpo_loss(logp, part.old_lp, part.scored.advantages, part.rollouts.response_mask, seq_w,
                               loss_config(tr.cfg), ref_log_prob=ref_lp, global_batch_size=B * G)
-    (g_local,) = torch.autograd.grad(local_loss, logp)
-    torch.testing.assert_close(verl_loss, local_loss, rtol=1e-5, atol=1e-7)
+    return SimpleNamespace(seq_w=seq_w, subset=subset, rows=rows, batch=batch, sent=trainer.actor_rollout_wg.sent,
+                           actor_cfg=omega_conf_to_dataclass(cfg.actor_rollout_ref.actor), logp=logp,
+                           local_loss=local_loss)
+
+
+def test_verl_loss_equals_the_local_loss(char_model_dir, tmp_path, monkeypatch):
+    """verl's worker loss (``verl.workers.utils.losses.ppo_loss``) on the TensorDict the trainer
+    sends equals the local engine's ``grpo_loss``: value and gradient, weighted KL included."""
+    from verl.workers.utils.losses import ppo_loss
+
+    settings = settings_for("oracle", "vicurl", curriculum_params={"beta_start": 0.25}, kl_coef=0.5)  # step 2: beta 0.5; a KL term that counts
+    u = verl_update(settings, char_model_dir, tmp_path, monkeypatch)
+    assert 0 < int((u.seq_w == 0).sum()) < B * G  # some prompts dropped, some kept
+    # the dropped prompts' rows left the batch: verl's loss over the rest is the local loss over all
+    assert u.subset is not None and len(u.subset) == int((u.seq_w != 0).sum())
+    sent = u.sent
+    tu.assign_non_tensor(sent, dp_size=1, batch_num_tokens=int(sent["response_mask"].sum()))
+    verl_loss, _ = ppo_loss(u.actor_cfg, {"log_probs": to_no_padding(u.logp[u.rows], u.batch.batch)}, sent)
+    (g_verl,) = torch.autograd.grad(verl_loss, u.logp)
+    (g_local,) = torch.autograd.grad(u.local_loss, u.logp)
+    torch.testing.assert_close(verl_loss, u.local_loss, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(g_verl, g_local, rtol=1e-5, atol=1e-8)
 
 
@@ -844,48 +855,25 @@ def test_eight_data_parallel_ranks_train_as_one(char_model_dir, tmp_path, monkey
     FSDP averages the ranks' gradients. That average equals one rank's loss on the kept rows alone, and
     the local engine's (policy and weighted KL terms, value and gradient): the padding adds nothing,
     and the kept sequences keep their weight 1/beta-hat."""
-    from verl.utils.config import omega_conf_to_dataclass
     from verl.workers.utils.losses import ppo_loss
 
     settings = settings_for("oracle", "vicurl", curriculum_params={"beta_start": 0.25}, kl_coef=0.5)
-    tr, part, selection, seq_w = local_step(char_model_dir, tmp_path, monkeypatch, settings)
-    kept_rows = int((seq_w != 0).sum())
+    u = verl_update(settings, char_model_dir, tmp_path, monkeypatch, ranks=8)
+    kept_rows = int((u.seq_w != 0).sum())
     assert kept_rows % 8  # padding is needed
-    order = interleave_order()
-    rows = torch.as_tensor(order)
-    batch = verl_batch(tr, part, order)
-    trainer = make_trainer(settings, tr, part.old_lp[rows], part.entropys[rows], tmp_path)
-    trainer.actor_rollout_wg._dispatch_info = {"actor": list(range(8))}
-    old, _ = trainer._compute_old_log_prob(batch)
-    subset = torch.as_tensor(trainer._hook.pending.row_subset)
-    assert len(subset) == kept_rows + (-kept_rows) % 8 and len(subset) % 8 == 0
-    rows = rows[subset]
-    old.batch.pop("entropys")
-    batch = batch.union(old)
-    ref_lp = part.old_lp - 0.05 * torch.arange(R).float()
-    batch.batch["ref_log_prob"] = ref_lp[rows]
-    batch.batch["advantages"] = part.scored.advantages[rows]
-    trainer._update_actor(batch)
-    sent = trainer.actor_rollout_wg.sent
+    assert len(u.subset) == kept_rows + (-kept_rows) % 8 and len(u.subset) % 8 == 0
+    sent = u.sent
     assert int((sent["response_mask"].sum(-1) > 0).sum()) == kept_rows  # the padding rows: zero mask
 
-    cfg = launch.compose(launch.overrides(settings, model_path=str(char_model_dir), train_files="t.parquet",
-                                          work_dir=str(tmp_path), settings_path="s.json", train_set="t.parquet",
-                                          vocab_size=tr.vocab_size, n_train=8))
-    actor_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
-    torch.manual_seed(0)
-    logp = (part.old_lp + 0.1 * torch.randn_like(part.old_lp)).requires_grad_(True)
     tokens = int(sent["response_mask"].sum())
     per_rank = []
     shards = tu.chunk_tensordict(sent, 8)  # verl's dispatch to the ranks: equal contiguous slices
-    for shard, idx in zip(shards, torch.arange(len(rows)).chunk(8), strict=True):
+    for shard, idx in zip(shards, torch.arange(len(u.rows)).chunk(8), strict=True):
         tu.assign_non_tensor(shard, dp_size=8, batch_num_tokens=tokens)
-        loss, _ = ppo_loss(actor_cfg, {"log_probs": to_no_padding(logp[rows[idx]], batch.batch[idx])}, shard)
+        loss, _ = ppo_loss(u.actor_cfg, {"log_probs": to_no_padding(u.logp[u.rows[idx]], u.batch.batch[idx])}, shard)
         per_rank.append(loss)
     dp_loss = torch.stack(per_rank).mean()  # FSDP: the mean of the ranks' gradients
-    (g_dp,) = torch.autograd.grad(dp_loss, logp)
-    local_loss, _ = grpo_loss(logp, part.old_lp, part.scored.advantages, part.rollouts.response_mask, seq_w,
-                              loss_config(tr.cfg), ref_log_prob=ref_lp, global_batch_size=B * G)
-    (g_local,) = torch.autograd.grad(local_loss, logp)
-    torch.testing.assert_close(dp_loss, local_loss, rtol=1e-5, atol=1e-7)
+    (g_dp,) = torch.autograd.grad(dp_loss, u.logp)
+    (g_local,) = torch.autograd.grad(u.local_loss, u.logp)
+    torch.testing.assert_close(dp_loss, u.local_loss, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(g_dp, g_local, rtol=1e-5, atol=1e-8)

@@ -596,6 +596,19 @@ def test_ray_starts_under_a_long_tmpdir_through_the_launchers_link(tmp_path):
         assert extra == {}  # a short temp folder: Ray's own default
 
 
+def run_engine_script(code: str, model_dir, work) -> subprocess.CompletedProcess:
+    """``code`` in a fresh process (one gloo rank) with the launcher's model and actor configs for
+    ``model_dir`` as its two arguments, as verl's workers receive them."""
+    config = launcher_config(model_dir, work)
+    model_cfg, actor_cfg, script = work / "model.yaml", work / "actor.yaml", work / "engine.py"
+    OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
+    OmegaConf.save(config.actor_rollout_ref.actor, actor_cfg, resolve=True)
+    script.write_text(code)
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    return subprocess.run([sys.executable, str(script), str(model_cfg), str(actor_cfg)], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
 ENGINE_SCRIPT = r"""
 import sys, torch, torch.distributed as dist
 from omegaconf import OmegaConf
@@ -619,14 +632,7 @@ def test_the_old_policy_pass_takes_verls_chunked_eager_entropy(chat_model_dir, t
     launcher's config computes them in chunks, without torch.compile (``vicurl_ppo_trainer.yaml``), so
     their memory is bounded whether or not compile would fuse the unchunked form (eager, 34.9 GB above
     the weights at 16,384 tokens of a 1.5B model); the same entropies."""
-    config = launcher_config(chat_model_dir, tmp_path)
-    model_cfg, actor_cfg, script = tmp_path / "model.yaml", tmp_path / "actor.yaml", tmp_path / "engine.py"
-    OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
-    OmegaConf.save(config.actor_rollout_ref.actor, actor_cfg, resolve=True)
-    script.write_text(ENGINE_SCRIPT)
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    out = subprocess.run([sys.executable, str(script), str(model_cfg), str(actor_cfg)], env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = run_engine_script(ENGINE_SCRIPT, chat_model_dir, tmp_path)
     assert out.returncode == 0 and "chunked" in out.stdout.splitlines(), (out.stdout + out.stderr)[-3000:]
 
 
@@ -683,14 +689,7 @@ def test_the_passes_take_verls_vectorised_fused_log_probs(chat_model_dir, tmp_pa
     (without them and without flash-attn verl loops over token rows: 50x slower on an H200). Its
     log-probs, entropies and their gradients, at a temperature and on packed sequences, equal verl's
     functions of the full logits."""
-    config = launcher_config(chat_model_dir, tmp_path)
-    model_cfg, actor_cfg, script = tmp_path / "model.yaml", tmp_path / "actor.yaml", tmp_path / "fused.py"
-    OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
-    OmegaConf.save(config.actor_rollout_ref.actor, actor_cfg, resolve=True)
-    script.write_text(FUSED_SCRIPT)
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    out = subprocess.run([sys.executable, str(script), str(model_cfg), str(actor_cfg)], env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = run_engine_script(FUSED_SCRIPT, chat_model_dir, tmp_path)
     assert out.returncode == 0 and out.stdout.split()[-2:] == ["fused-torch", "equal"], (out.stdout + out.stderr)[-3000:]
 
 
