@@ -190,3 +190,23 @@ def tiny_llama(path: Path, *, seed: int = 0, hidden: int = 32, layers: int = 1, 
     LlamaForCausalLM(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+def tiny_qwen2(path: Path, *, like: Path, tied: bool, seed: int = 0) -> Path:
+    """A tiny random Qwen2 (the family of five of the paper's six models) of ``like``'s vocabulary and
+    sizes, weights and config only: its tokenizer stays ``like``'s (transformers 5 would reload it with
+    Qwen2's own tokenizer class), to be named as the model's ``tokenizer_path``."""
+    import torch
+    from transformers import AutoConfig, Qwen2Config, Qwen2ForCausalLM
+
+    ref = AutoConfig.from_pretrained(like)
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(
+        vocab_size=ref.vocab_size, hidden_size=ref.hidden_size, intermediate_size=ref.intermediate_size,
+        num_hidden_layers=ref.num_hidden_layers, num_attention_heads=ref.num_attention_heads,
+        num_key_value_heads=ref.num_key_value_heads, max_position_embeddings=ref.max_position_embeddings,
+        tie_word_embeddings=tied, pad_token_id=ref.pad_token_id, eos_token_id=ref.eos_token_id,
+        bos_token_id=ref.bos_token_id,
+    )
+    Qwen2ForCausalLM(cfg).save_pretrained(path)
+    return path

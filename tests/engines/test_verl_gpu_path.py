@@ -31,7 +31,7 @@ from vicurl.long_prompts import fit, prompt_lengths, training_limit
 from vicurl.prompts import build_prompts
 from vicurl.settings import TrainSettings
 
-from harness import CHARS, CHAT_MODEL, LAUNCHER_RUN, REPO, settings_for, tiny_llama
+from harness import CHARS, CHAT_MODEL, LAUNCHER_RUN, REPO, settings_for, tiny_llama, tiny_qwen2
 
 
 @pytest.fixture(scope="module")
@@ -636,61 +636,123 @@ def test_the_old_policy_pass_takes_verls_chunked_eager_entropy(chat_model_dir, t
     assert out.returncode == 0 and "chunked" in out.stdout.splitlines(), (out.stdout + out.stderr)[-3000:]
 
 
-FUSED_SCRIPT = r"""
-import sys, torch, torch.distributed as dist
+FSDP_FUSED_SCRIPT = r"""
+import os, sys, torch, torch.distributed as dist
 from omegaconf import OmegaConf
+from torch.distributed.fsdp import FSDPModule
+from transformers import AutoModelForCausalLM
 from verl.models.transformers import dense_common
 from verl.utils import torch_functional as verl_F
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
 
-dist.init_process_group("gloo", rank=0, world_size=1)
-actor = OmegaConf.load(sys.argv[2])
-engine = FSDPEngine(omega_conf_to_dataclass(OmegaConf.load(sys.argv[1])), omega_conf_to_dataclass(actor.fsdp_config),
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group("gloo", rank=rank, world_size=world)
+model_cfg, actor = OmegaConf.load(sys.argv[1]), OmegaConf.load(sys.argv[2])
+actor.fsdp_config.strategy = actor.strategy  # as verl's ActorConfig passes it on (fsdp2)
+# float32 compute, so that the two routes compare closely (the run's own policy is bf16)
+actor.fsdp_config.mixed_precision = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+engine = FSDPEngine(omega_conf_to_dataclass(model_cfg), omega_conf_to_dataclass(actor.fsdp_config),
                     omega_conf_to_dataclass(actor.optim), omega_conf_to_dataclass(actor.checkpoint))
-module = engine._build_module()  # the actor's (and the reference's) module as verl's engine builds it
-assert type(module).forward is dense_common.forward_with_torch_backend, type(module).forward
-print("fused-torch")
+module = engine._build_fsdp_module(engine._build_module())  # FSDP2 over the ranks, as the engine wraps it
+assert type(module).forward is dense_common.forward_with_torch_backend, type(module).forward  # the fused route
+units = [n for n, m in module.named_modules() if isinstance(m, FSDPModule)]
+head_in_root = "lm_head" not in units
+plain = AutoModelForCausalLM.from_pretrained(model_cfg.path, torch_dtype=torch.float32)
 
-# two sequences packed as verl packs them (use_remove_padding): position ids restart at each
+# two sequences packed as verl packs them, the same on every rank (FSDP averages the ranks' gradients)
 torch.manual_seed(0)
-ids = torch.randint(0, module.config.vocab_size, (1, 23))
+ids = torch.randint(0, plain.config.vocab_size, (1, 23))
 pos = torch.cat([torch.arange(9), torch.arange(14)]).unsqueeze(0)
 labels = torch.roll(ids, -1, dims=-1)
 T = 0.7
 w_lp, w_ent = torch.randn(23), torch.randn(23)
 
-def grads(loss):
-    module.zero_grad()
-    loss.backward()
-    return [p.grad.clone() for p in module.parameters()]
-
 out = module(input_ids=ids, position_ids=pos, temperature=T, return_dict=True, shift_labels=labels)
 fused = (out.log_probs.squeeze(0), out.entropy.squeeze(0))
-g_fused = grads((fused[0] * w_lp).sum() + (fused[1] * w_ent).sum())
+((fused[0] * w_lp).sum() + (fused[1] * w_ent).sum()).backward()
+g_fused = {n: p.grad.full_tensor() for n, p in module.named_parameters()}
 
-# the route without fused kernels: the logits, then verl's log-prob and entropy functions of them
-logits = module.lm_head(module.model(input_ids=ids, position_ids=pos)[0]).squeeze(0) / T
-plain = (verl_F.logprobs_from_logits(logits, labels.squeeze(0)), verl_F.entropy_from_logits(logits))
-g_plain = grads((plain[0] * w_lp).sum() + (plain[1] * w_ent).sum())
+# verl patched the class's forward: the logits through the modules themselves
+logits = plain.lm_head(plain.model(input_ids=ids, position_ids=pos)[0]).squeeze(0) / T
+ref = (verl_F.logprobs_from_logits(logits, labels.squeeze(0)), verl_F.entropy_from_logits(logits))
+((ref[0] * w_lp).sum() + (ref[1] * w_ent).sum()).backward()
 
-for a, b in zip(fused, plain):
+for a, b in zip(fused, ref):
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-for a, b in zip(g_fused, g_plain):
-    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
-print("equal")
+names = {n for n, _ in plain.named_parameters()}
+assert set(g_fused) == names, (sorted(g_fused), sorted(names))
+for n, p in plain.named_parameters():
+    torch.testing.assert_close(g_fused[n], p.grad, rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
+if rank == 0:
+    print("head-in-root" if head_in_root else "head-own-unit", "equal")
+dist.destroy_process_group()
 """
 
 
-def test_the_passes_take_verls_vectorised_fused_log_probs(chat_model_dir, tmp_path):
-    """The old-policy, reference and update passes' log-probs: verl's FSDP engine built from the
-    launcher's config patches the model to verl's fused kernels, torch backend (``vicurl_ppo_trainer.yaml``),
-    which computes log-probs and entropies from the hidden states a chunk of tokens at a time, vectorised
-    (without them and without flash-attn verl loops over token rows: 50x slower on an H200). Its
-    log-probs, entropies and their gradients, at a temperature and on packed sequences, equal verl's
-    functions of the full logits."""
-    out = run_engine_script(FUSED_SCRIPT, chat_model_dir, tmp_path)
-    assert out.returncode == 0 and out.stdout.split()[-2:] == ["fused-torch", "equal"], (out.stdout + out.stderr)[-3000:]
+def run_engine_ranks(code: str, config, work: Path, world_size: int) -> list[subprocess.CompletedProcess]:
+    """``code`` on ``world_size`` gloo ranks (a process each), given the model and actor configs of
+    ``config`` as verl's workers receive them."""
+    model_cfg, actor_cfg, script = work / "model.yaml", work / "actor.yaml", work / "engine.py"
+    OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
+    OmegaConf.save(config.actor_rollout_ref.actor, actor_cfg, resolve=True)
+    script.write_text(code)
+    from vicurl.cpu_rehearsal import VERL_ENV  # verl's CPU platform (its FSDP engine asks the device)
+
+    env = {**os.environ, **VERL_ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "WORLD_SIZE": str(world_size), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, str(script), str(model_cfg), str(actor_cfg)], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(world_size)]
+    outs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+        outs.append(subprocess.CompletedProcess(p.args, p.returncode, out, ""))
+    return outs
+
+
+@pytest.fixture(scope="module")
+def paper_families(chat_model_dir, tmp_path_factory):
+    """The paper models' ties and families: Qwen2, tied (Qwen2.5-Math-1.5B) and untied (R1-Distill-
+    Qwen-1.5B, Qwen2.5-Math-7B, Qwen2.5-7B-Instruct); Llama, tied (Llama-3.2-3B-Instruct) and untied."""
+    root = tmp_path_factory.mktemp("families")
+    return {
+        "qwen2-tied": tiny_qwen2(root / "qwen2_tied", like=chat_model_dir, tied=True),
+        "qwen2-untied": tiny_qwen2(root / "qwen2_untied", like=chat_model_dir, tied=False),
+        "llama-tied": tiny_llama(root / "llama_tied", **{**CHAT_MODEL, "tied": True}),
+        "llama-untied": chat_model_dir,
+    }
+
+
+def test_the_untied_head_patch_answers_verls_line():
+    """``fsdp_wrap`` replaces verl 0.9.1's choice of FSDP2 units; an upgrade that moves the line it
+    answers fails here."""
+    from vicurl.cpu_rehearsal import stale_patches
+    from vicurl.engines.verl import fsdp_wrap
+
+    assert stale_patches(fsdp_wrap.PATCHES) == []
+
+
+@pytest.mark.parametrize("family", ["qwen2-tied", "qwen2-untied", "llama-tied", "llama-untied"])
+def test_fsdp2_ranks_take_the_fused_route_tied_or_untied(family, paper_families, chat_model_dir, tmp_path):
+    """verl's FSDP engine, built from the launcher's config on two gloo ranks, shards the model and runs the
+    fused route: an untied head stays in the root FSDP2 unit (``fsdp_wrap.py``; as verl wraps it, a unit of
+    its own, the fused forward's matmul met a sharded DTensor: ``got mixed torch.Tensor and DTensor``), as
+    a tied one, the embedding's weight, is. Log-probs, entropies and every parameter's gradient (gathered over
+    the ranks) equal verl's functions of the full logits of the unsharded model, at a temperature and on
+    packed sequences (without fused kernels and without flash-attn verl loops over token rows: 50x slower
+    on an H200)."""
+    model = paper_families[family]
+    config = launcher_config(model, tmp_path)
+    config.actor_rollout_ref.model.tokenizer_path = str(chat_model_dir)  # the Qwen2 stand-ins carry none
+    outs = run_engine_ranks(FSDP_FUSED_SCRIPT, config, tmp_path, world_size=2)
+    log = "\n".join(o.stdout[-3000:] for o in outs)
+    assert all(o.returncode == 0 for o in outs), log
+    assert outs[0].stdout.split()[-2:] == ["head-in-root", "equal"], log
 
 
 def test_rollout_requests_are_seeded_only_when_reproducibility_is_asked(chat_model_dir, tmp_path):
