@@ -110,6 +110,20 @@ def test_unless_asked_requests_go_unseeded_and_the_engine_as_it_is(fake_vllm, ch
     assert "VLLM_BATCH_INVARIANT" not in os.environ
 
 
+def test_the_default_evaluation_leaves_cuda_alone_before_vllm_forks(monkeypatch):
+    """Not reproducible (the default), the evaluation asks nothing of CUDA before vLLM starts its engine
+    process: a driver touched before the fork can leave that process without a usable CUDA."""
+    import torch
+
+    from vicurl.evaluation import vllm_generate
+
+    def touched():
+        raise AssertionError("CUDA asked before vLLM forks")
+
+    monkeypatch.setattr(torch.cuda, "is_available", touched)
+    assert vllm_generate.batch_invariance(False) == {}
+
+
 def test_vllm_several_benchmarks_one_engine_one_call(fake_vllm, char_model_dir):
     """eval.generate_per: checkpoint: one engine and one batched call; each benchmark's records and request
     seeds are those of a job on that benchmark alone."""

@@ -122,11 +122,14 @@ def batch_invariance(reproducible: bool, cuda: bool | None = None) -> dict[str, 
     """The environment that makes vLLM's kernels batch-invariant, so that a seeded request's samples do not
     depend on the requests beside it: asked (``reproducible``) on a GPU. vLLM's batch-invariant kernels are
     Triton (GPU) kernels, its CPU build fails to start with them, and its CPU kernels are batch-invariant as
-    they are (tests/gpu_path/test_vllm_engine.py)."""
+    they are (tests/gpu_path/test_vllm_engine.py). Not asked, CUDA is left untouched: asking the driver
+    before vLLM forks its engine process can leave that process without a usable CUDA."""
+    if not reproducible:
+        return {}
     import torch
 
     cuda = torch.cuda.is_available() if cuda is None else cuda
-    return {"VLLM_BATCH_INVARIANT": "1"} if reproducible and cuda else {}
+    return {"VLLM_BATCH_INVARIANT": "1"} if cuda else {}
 
 
 def missing_vllm_names(config_files=()) -> dict[str, list[str]]:
