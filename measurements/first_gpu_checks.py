@@ -1,0 +1,189 @@
+"""A first GPU session's checks, in order, within a time limit: what only a GPU shows (docs/verl.md).
+
+    python measurements/first_gpu_checks.py OUTDIR [--minutes 9] [--only smoke shape_untied ...]
+
+Each check runs in a process group of its own, its output teed to OUTDIR/<check>.log as it goes; a check
+that would not finish before the limit (or its own, `checks`) is ended, the whole group, and the next one
+is skipped when less than its minimum is left. OUTDIR/summary.txt says per check what ran, its exit code and seconds. Name the
+card with the figures (the first line of each log says it).
+
+  smoke          config/gpu_smoke.yaml without the Hub (`python -m vicurl.rehearsal gpu all`): SIGTERM to the
+                 train job once verl has saved step 2 (as SLURM's time limit sends it), then the same command
+                 again, which resumes from that save and finishes the DAG; the run's metrics, logs and table
+                 are copied to OUTDIR/smoke/
+  shape_untied   measurements/paper_shape_steps.py at DeepSeek-R1-Distill-Qwen-1.5B's shape (an untied head
+                 on the fused route), --shape-args prompts and steps
+  shape_tied     the same at Qwen2.5-Math-1.5B's shape (tied)
+  probe          measurements/probe_memory.py (the 1.5B shape)
+  logprob        measurements/logprob_route.py
+  memory         measurements/gpu_memory.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+RESULTS = {"gpu": REPO / "results" / "gpu_smoke_offline", "cpu": REPO / "results" / "gpu_smoke_cpu"}
+RUN = Path("runs", "main", "qwen_0.5b_instruct", "majority_vote-vicurl", "seed0")
+
+
+# the card and the versions that give the figures (in a process of its own: this one leaves CUDA alone)
+CARD = """
+import torch
+from importlib.metadata import PackageNotFoundError, version
+def v(name):
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "-"
+card = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+print(card + "; " + ", ".join(f"{n} {v(n)}" for n in ("torch", "vllm", "verl", "transformers", "ray")))
+"""
+
+
+def shape(model: str, out: str, extra: list[str]) -> list[str]:
+    return [PY, "measurements/paper_shape_steps.py", "--model", model, "--out", out, *extra]
+
+
+def checks(shape_args: list[str], work: Path) -> dict[str, tuple[list[str] | None, float, float]]:
+    """name -> (command, or None for the smoke DAG's own driver; the least seconds worth starting it with;
+    the most it may take)."""
+    return {
+        "smoke": (None, 240, 360),
+        "shape_untied": (shape("r1_distill_1.5b", str(work / "shape_untied"), shape_args), 150, 240),
+        "probe": ([PY, "measurements/probe_memory.py"], 45, 120),
+        "logprob": ([PY, "measurements/logprob_route.py"], 30, 90),
+        "memory": ([PY, "measurements/gpu_memory.py"], 30, 90),
+        "shape_tied": (shape("qwen_math_1.5b", str(work / "shape_tied"), shape_args), 150, 240),
+    }
+
+
+def start(cmd: list[str], log) -> subprocess.Popen:
+    log.write(f"$ {' '.join(cmd)}\n")
+    log.flush()
+    return subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, deadline: float) -> int:
+    """The exit code, or -9 after ending the process group at the deadline."""
+    try:
+        return proc.wait(timeout=max(1.0, deadline - time.time()))
+    except subprocess.TimeoutExpired:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                return proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                continue
+        return -9
+
+
+def train_job(pid: int):
+    """The train job among ``pid``'s descendants: the parent of verl's loop (`vicurl.engines.verl.fit`)."""
+    import psutil
+
+    for p in psutil.Process(pid).children(recursive=True):
+        try:
+            if "vicurl.engines.verl.fit" in p.cmdline():
+                return p.parent()
+        except psutil.Error:
+            continue
+    return None
+
+
+def smoke(log, deadline: float, out: Path, device: str = "gpu") -> int:
+    """The smoke DAG, interrupted once verl has saved step 2, then resumed to its end (``device`` cpu:
+    the CPU rehearsal, a check of this driver)."""
+    results, cmd = RESULTS[device], [PY, "-m", "vicurl.rehearsal", device, "all", "--cores", "all"]
+    saved = results / RUN / "_work" / "verl_checkpoints" / "latest_checkpointed_iteration.txt"
+    proc = start(cmd, log)
+    t0 = time.time()
+    while proc.poll() is None and time.time() < deadline:
+        if saved.exists() and saved.read_text().strip() == "2":
+            job = train_job(proc.pid)
+            if job is not None:
+                log.write(f"\n=== step 2 saved after {time.time() - t0:.0f} s: SIGTERM to the train job {job.pid}\n")
+                log.flush()
+                job.send_signal(signal.SIGTERM)
+                break
+        time.sleep(1)
+    rc = finish(proc, deadline)
+    log.write(f"\n=== first run ended: {rc} after {time.time() - t0:.0f} s; the same command again\n")
+    log.flush()
+    t1 = time.time()
+    rc = finish(start(cmd, log), deadline)
+    log.write(f"\n=== second run ended: {rc} after {time.time() - t1:.0f} s\n")
+    out.mkdir(exist_ok=True)
+    keep = [results / RUN / "metrics.jsonl", results / RUN / "_work" / "verl_log.jsonl",
+            results / "report" / "tables" / "smoke.tex", *sorted((results / "logs").rglob("*.log"))]
+    for path in keep:
+        if path.exists():
+            shutil.copy(path, out / "__".join(path.relative_to(results).parts))
+    return rc
+
+
+def keep_run(out: Path, run: Path) -> None:
+    """A paper-shape run's launch log and verl's metrics, beside the check's log."""
+    for name in ("launch.log", "_work/verl_log.jsonl"):
+        if (run / name).exists():
+            shutil.copy(run / name, out.with_name(f"{out.name}__{Path(name).name}"))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("outdir", type=Path)
+    ap.add_argument("--minutes", type=float, default=9.0, help="the time limit of all checks together")
+    ap.add_argument("--only", nargs="+", help="these checks, in this order (default: all, in the order above)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp"), help="where the paper-shape runs write")
+    ap.add_argument("--device", choices=sorted(RESULTS), default="gpu",
+                    help="cpu: the smoke check as the CPU rehearsal (a check of this script)")
+    ap.add_argument("--shape-args", default="--prompts 8 --steps 2", help="paper_shape_steps.py's options")
+    a = ap.parse_args(argv)
+    end = time.time() + 60 * a.minutes
+    table = checks(a.shape_args.split(), a.work)
+    names = a.only or list(table)
+    unknown = sorted(set(names) - set(table))
+    if unknown:
+        ap.error(f"unknown checks {unknown}; known: {list(table)}")
+    a.outdir.mkdir(parents=True, exist_ok=True)
+    summary = a.outdir / "summary.txt"
+    card = subprocess.run([PY, "-c", CARD], capture_output=True, text=True).stdout.strip()
+    with open(summary, "w") as s:
+        s.write(f"{card}\n")
+    for name in names:
+        cmd, least, most = table[name]
+        left = end - time.time()
+        if left < least:
+            line = f"{name}: skipped, {left:.0f} s left (needs {least:.0f})"
+        else:
+            t0 = time.time()
+            deadline = min(end, t0 + most)
+            with open(a.outdir / f"{name}.log", "w") as log:
+                log.write(f"{card}\n")
+                if cmd is None:
+                    rc = smoke(log, deadline, a.outdir / "smoke", a.device)
+                else:
+                    rc = finish(start(cmd, log), deadline)
+            if name.startswith("shape_"):
+                keep_run(a.outdir / name, Path(cmd[cmd.index("--out") + 1]) / "run")
+            line = f"{name}: exit {rc}, {time.time() - t0:.0f} s"
+        print(line, flush=True)
+        with open(summary, "a") as s:
+            s.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()
