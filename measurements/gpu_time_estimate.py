@@ -81,6 +81,7 @@ class Arch:
     n_total: float
     layers: int
     width: int  # attention width (heads x head dim)
+    head: float  # the LM head's matmul, hidden x vocabulary (its forward: 2 * head FLOPs a token)
 
     def fwd_flops(self, attended: float) -> float:
         """Forward FLOPs of one token that attends to ``attended`` tokens (QK^T and AV: 4 * width each)."""
@@ -104,7 +105,9 @@ def arch_of(kind: str, kw: dict) -> Arch:
     total = sum(p.numel() for p in model.parameters())  # tied embeddings counted once
     embed = model.get_input_embeddings().weight.numel()
     n_flop = total if cfg.tie_word_embeddings else total - embed  # the tied matrix is the LM head's matmul
-    return Arch(float(n_flop), float(total), cfg.num_hidden_layers, cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads))
+    return Arch(float(n_flop), float(total), cfg.num_hidden_layers,
+                cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads),
+                float(cfg.hidden_size * cfg.vocab_size))
 
 
 @dataclass
@@ -118,11 +121,14 @@ class Assumptions:
     vllm_start_s: float = 120.0  # engine start: weights, memory profiling, CUDA graphs
     hf_tps_1p5b: float = 3000.0  # HF generate tokens/s, 1.5B bf16, one padded batch of 256
     verl_step_overhead_s: float = 20.0  # weight sync to vLLM, rewards, metrics
-    # verl's log-prob route, seconds per token of each pass beyond the FLOPs above: 0 for the fused
-    # kernels vicurl_ppo_trainer.yaml selects; verl 0.9.1's per-row loop (no fused kernels, no flash-attn)
-    # is about 2.53 / 16384 = 1.5e-4 (an H200's forward + backward, measurements/logprob_route.py; on an
-    # A100 assumed the same: the loop is bound by kernel launches)
-    logprob_s_per_token: float = 0.0
+    # verl's log-prob route, the fused kernels vicurl_ppo_trainer.yaml selects: the LM head's matmuls run
+    # 512 tokens at a time, at a lower share of the bf16 peak than the rest of the model. Measured on an
+    # H200 (measurements/logprob_route.py, 16,384 tokens at the 1.5B models' head, docs/verl.md): forward
+    # + backward 0.156 s (147 TFLOP/s, 0.186 of the card's measured 790), forward 0.067 s (0.145); the
+    # same shares assumed on an A100. (verl 0.9.1's per-row loop, without fused kernels and flash-attn:
+    # 1.705 s forward + backward there, 11x the fused route.)
+    head_share_fwd: float = 0.145
+    head_share_train: float = 0.186
     verl_start_s: float = 600.0
     probe_start_s: float = 60.0
     prompt_tokens: float = 200.0  # mean prompt length (template included)
@@ -309,10 +315,14 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
         # (forward + backward) of the rows the curriculum keeps (the others leave the batch: train.skip_dropped)
         share = kept_share(s, runs_lib.start_step(cfg, run))
         train_flops = s["batch_size"] * s["group_size"] * ctx * (1 + 4 * share) * a.fwd_flops(ctx / 2)
-        pass_tokens = s["batch_size"] * s["group_size"] * ctx * (1 + 2 * share)  # old; ref and update (kept rows)
+        rows_ctx = s["batch_size"] * s["group_size"] * ctx
+        # the LM head's share of train_flops, at its own measured rate: forward in the old and reference
+        # passes, forward + backward in the update
+        fwd_head, train_head = 2 * a.head * rows_ctx * (1 + share), 6 * a.head * rows_ctx * share
+        head_s = (fwd_head / A.head_share_fwd + train_head / A.head_share_train
+                  - (fwd_head + train_head) / A.mfu_train) / (gpus * A.bf16_peak)
         step_s = (vllm_seconds(gen_tokens, s["max_response_length"], a, A, gpus)
-                  + train_flops / (gpus * A.bf16_peak * A.mfu_train) + A.verl_step_overhead_s
-                  + pass_tokens * A.logprob_s_per_token / gpus)
+                  + train_flops / (gpus * A.bf16_peak * A.mfu_train) + head_s + A.verl_step_overhead_s)
         steps = s["total_steps"] - runs_lib.start_step(cfg, run)  # a continued run trains its own steps only
         jobs.append(Job("train", run.model, steps * (gen_tokens + s["batch_size"] * s["group_size"] * ctx), gpus,
                         A.verl_start_s + steps * step_s,
@@ -375,7 +385,7 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
 
 
 NOTES = {
-    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.0%}; +{verl_step_overhead_s:.0f} s/step; +{logprob_s_per_token:.3g} s/token/pass for the log-prob route (0: verl's fused kernels)",
+    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.0%}; +{verl_step_overhead_s:.0f} s/step; LM head (verl's fused kernels) at {head_share_fwd:.1%} (fwd) and {head_share_train:.1%} (fwd/bwd) of peak (an H200's measured shares)",
     "generate_checkpoint": "vLLM, 1 GPU, a checkpoint's benchmarks: {vllm_tps_1p5b:,.0f} tok/s at 1.5B (x 1.5B/N), >= max_new x {vllm_step_s:.3f} s, +{vllm_start_s:.0f} s start",
     "prompt_stats": "as generate_checkpoint (eval.engine vllm): k samples of every training prompt",
     "probe": "HF generate bf16 {hf_tps_1p5b:,.0f} tok/s at 1.5B; FP32 scoring + 4 x 256 fwd/bwd at {util_fp32:.0%} of 19.5 TFLOP/s",

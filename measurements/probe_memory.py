@@ -56,15 +56,16 @@ def main() -> None:
     rollouts = Rollouts(torch.randint(0, cfg.vocab_size, (n, p), generator=gen), torch.ones(n, p, dtype=torch.long),
                         torch.randint(0, cfg.vocab_size, (n, r), generator=gen), torch.ones(n, r, dtype=torch.long),
                         [""] * n, torch.zeros(n, dtype=torch.bool))
-    rollouts = Rollouts(*(x.to(device) if torch.is_tensor(x) else x for x in vars(rollouts).values()))
-    advantages = torch.where(torch.arange(n) % 2 == 0, 1.0, -1.0)[:, None].expand(n, r).to(device)
-    part = SimpleNamespace(rollouts=rollouts, old_lp=torch.full((n, r), -12.0, device=device),
+    # the rollouts and their log-probs stay on the CPU, as the probe keeps them (sequence_logprobs takes a
+    # micro-batch's rows to the model's device and returns its log-probs on the CPU)
+    advantages = torch.where(torch.arange(n) % 2 == 0, 1.0, -1.0)[:, None].expand(n, r)
+    part = SimpleNamespace(rollouts=rollouts, old_lp=torch.full((n, r), -12.0),
                            scored=SimpleNamespace(advantages=advantages))
     settings = TrainSettings(total_steps=1, max_response_length=r, max_prompt_length=p, micro_batch_size=1, kl_coef=0.001)
     # four distinct subsets: kept {0, 1}, informative {0, 2} (and 3 more prompts in full)
     kept = torch.tensor([j < a.prompts // 2 for j in range(a.prompts)])
     informative = torch.tensor([j % 2 == 0 for j in range(a.prompts)])
-    mean_grad = rollout_gradient(policy, part, torch.full((n, r), -12.0, device=device), settings)
+    mean_grad = rollout_gradient(policy, part, torch.full((n, r), -12.0), settings)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
