@@ -210,3 +210,14 @@ def tiny_qwen2(path: Path, *, like: Path, tied: bool, seed: int = 0) -> Path:
     )
     Qwen2ForCausalLM(cfg).save_pretrained(path)
     return path
+
+
+def long_folder(root: Path, length: int) -> str:
+    """A folder under ``root`` (or under /tmp when ``root`` is too long) whose path has ``length`` characters."""
+    import tempfile
+
+    base = str(root) if len(str(root)) < length - 10 else tempfile.mkdtemp(dir="/tmp")
+    path = Path(base) / ("t" * (length - len(base) - 1))
+    path.mkdir()
+    assert len(str(path)) == length
+    return str(path)

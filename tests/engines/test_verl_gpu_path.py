@@ -23,6 +23,7 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
+from vicurl import vllm_env
 from vicurl.data import schema
 from vicurl.engines.verl import export, launch
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
@@ -575,8 +576,9 @@ def test_ray_workers_import_the_project_from_the_checkout(tmp_path):
 def test_ray_starts_under_a_long_tmpdir_through_the_launchers_link(tmp_path):
     """SLURM's per-job TMPDIRs are often long, and Ray's socket paths (under $TMPDIR/ray/session_*)
     must fit 107 bytes: under a 70-character TMPDIR Ray does not start; with the launcher's RAY_TMPDIR
-    (`launch.ray_tmpdir`, a short link in /tmp to a folder in TMPDIR) it does, its files land in
-    TMPDIR, and the link is gone afterwards."""
+    (`vicurl.vllm_env.short_sockets`, a short link in /tmp to a folder in TMPDIR) it does, its files land
+    in TMPDIR, and the link is gone afterwards. vLLM's sockets fit there (``/<uuid4>``, 37 bytes): they get
+    no link until the TMPDIR passes 70 characters."""
     base = tmp_path if len(str(tmp_path)) < 60 else Path(tempfile.mkdtemp(dir="/tmp"))
     long = base / ("t" * (69 - len(str(base))))
     long.mkdir()
@@ -585,15 +587,20 @@ def test_ray_starts_under_a_long_tmpdir_through_the_launchers_link(tmp_path):
     code = "import ray; ray.init(num_cpus=1, include_dashboard=False); print('started', flush=True); ray.shutdown()"
     plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert plain.returncode != 0 and "AF_UNIX path length cannot exceed 107 bytes" in plain.stdout + plain.stderr
-    with launch.ray_tmpdir(env) as extra:
+    with vllm_env.short_sockets(env, ray=True) as extra:
+        assert list(extra) == ["RAY_TMPDIR"]
         link = extra["RAY_TMPDIR"]
         assert len(link) < 30 and Path(link).resolve().parent == long
         ours = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
                               timeout=300)
     assert ours.returncode == 0 and "started" in ours.stdout, ours.stderr[-3000:]
-    assert list(long.glob("ray-*/ray/session_*/logs")) and not os.path.lexists(link)
-    with launch.ray_tmpdir({**env, "TMPDIR": "/tmp"}) as extra:
+    assert list(long.glob("sockets-*/ray/session_*/logs")) and not os.path.lexists(link)
+    with vllm_env.short_sockets({**env, "TMPDIR": "/tmp"}, ray=True) as extra:
         assert extra == {}  # a short temp folder: Ray's own default
+    longer = long / "x"
+    longer.mkdir()
+    with vllm_env.short_sockets({**env, "TMPDIR": str(longer)}, ray=True) as extra:
+        assert sorted(extra) == ["RAY_TMPDIR", "VLLM_RPC_BASE_PATH"]
 
 
 def run_engine_script(code: str, model_dir, work) -> subprocess.CompletedProcess:
@@ -701,6 +708,7 @@ def run_engine_ranks(code: str, config, work: Path, world_size: int) -> list[sub
 
     env = {**os.environ, **VERL_ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
            "WORLD_SIZE": str(world_size), "OMP_NUM_THREADS": "1"}
+    env.update(launch.verl_environment(env))  # the project's patches of verl, as the launcher gives them
     procs = [subprocess.Popen([sys.executable, str(script), str(model_cfg), str(actor_cfg)], env={**env, "RANK": str(r)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(world_size)]
     outs = []

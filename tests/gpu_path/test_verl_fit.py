@@ -309,18 +309,55 @@ def test_sent_draws_the_prompts_it_proposes(vllm, verl_launch, tiny_model_dir, d
     assert json.loads((tmp_path / "sent" / "_work" / "settings.json").read_text())["curriculum"] == "sent"
 
 
-# ---------------------------------------------------------------- what only the CPU needs
+# ---------------------------------------------------------------- the patches of verl and vLLM
 
 
-def test_the_patches_of_verl_and_vllm_still_match_their_lines():
-    """Each patch of `vicurl.cpu_rehearsal.verl_cpu` and `.vllm_cpu` answers one line of verl 0.9.1 or
-    vLLM 0.29.0 (named in it): an upgrade that changes the line fails here, so the patch is re-examined,
-    not silently kept."""
+def test_the_patches_of_verl_and_vllm_still_match_their_lines(vllm):
+    """Each patch of `vicurl.cpu_rehearsal.verl_cpu` and `.vllm_cpu` (the CPU's) and of
+    `vicurl.engines.verl.colocate_socket` (every run's; its verl modules import vLLM) answers one line of
+    verl 0.9.1 or vLLM 0.29.0 (named in it): an upgrade that changes the line fails here, so the patch is
+    re-examined, not silently kept."""
     import subprocess
     import sys
 
     code = ("from vicurl.cpu_rehearsal import stale_patches, vllm_cpu; from vicurl.cpu_rehearsal.verl_cpu import PATCHES; "
-            "print(stale_patches(PATCHES + vllm_cpu.PATCHES))")
+            "from vicurl.engines.verl import colocate_socket; "
+            "print(stale_patches(PATCHES + vllm_cpu.PATCHES + colocate_socket.PATCHES))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+SOCKETS = r"""
+import types
+import verl  # imports the launcher's patches (VERL_USE_EXTERNAL_MODULES), as in every process of a run
+from verl.workers.rollout.vllm_rollout import utils, vllm_rollout
+from vicurl.engines.verl import colocate_socket
+
+assert hasattr(vllm_rollout.ServerAdapter.__init__, "__wrapped__")  # the sender's address: of_run(verl's)
+worker = types.SimpleNamespace(model_runner=None, local_rank=0)
+print(utils.vLLMColocateWorkerExtension._get_zmq_handle(worker))
+print(colocate_socket.of_run("ipc:///tmp/rl-colocate-zmq-01000000-replica-0-rank-0.sock"))
+"""
+
+
+def test_each_run_syncs_weights_over_a_socket_of_its_own(vllm):
+    """verl 0.9.1 names the weight-sync socket after the Ray job id, ``01000000`` in every fresh Ray
+    cluster, so two runs on one machine would share it; with the launcher's environment the receiver's
+    address (vLLM's worker) carries the run's token, one per run, and equals the sender's."""
+    import os
+    import subprocess
+    import sys
+
+    from vicurl.engines.verl import launch
+
+    handles = []
+    for _ in range(2):
+        env = {**os.environ, "VERL_RAY_JOB_ID": "01000000"}
+        env.update(launch.verl_environment(env))
+        out = subprocess.run([sys.executable, "-c", SOCKETS], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        receiver, sender = out.stdout.split()[-2:]
+        assert receiver == sender and env["VICURL_RUN_TOKEN"] in receiver, out.stdout
+        handles.append(receiver)
+    assert handles[0] != handles[1]

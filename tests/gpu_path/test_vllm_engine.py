@@ -33,6 +33,8 @@ from vicurl.prompts import build_prompt
 from vicurl.sampling import Rollouts, left_padded, sample
 from vicurl.settings import SamplingSettings
 
+from harness import long_folder
+
 pytestmark = pytest.mark.vllm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,8 +49,15 @@ def eval_sampling(n: int = EVAL["n_samples"], seed: int = 0, **kw) -> SamplingSe
 
 
 @pytest.fixture(scope="module")
-def engine(vllm, tiny_model_dir, engine_args):
-    return start_engine(tiny_model_dir, 0, engine_args)
+def engine(vllm, tiny_model_dir, engine_args, tmp_path_factory):
+    """The module's engine, started as an evaluation job starts it, under a 100-character TMPDIR (SLURM's
+    per-job ones are often long, and vLLM's sockets, <temp folder>/<uuid4>, must fit 107 bytes)."""
+    import tempfile
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TMPDIR", long_folder(tmp_path_factory.mktemp("t"), 100))
+        mp.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+        return start_engine(tiny_model_dir, 0, engine_args)
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +90,20 @@ def paired_z(a: pd.Series, b: pd.Series, n_a: int, n_b: int) -> tuple[float, flo
 
 
 # ---------------------------------------------------------------- the names the project uses
+
+
+def test_the_engine_starts_with_nothing_to_compile_and_short_sockets(vllm, engine):
+    """The evaluation's engine (started under a 100-character TMPDIR, the fixture) read the variables of
+    `vicurl.vllm_env` as vLLM's own settings: its FlashInfer sampler off (no kernel compiled at run time),
+    its sockets in a short link to a folder of the temp folder."""
+    import os
+
+    import vllm.envs as envs
+
+    assert envs.VLLM_USE_FLASHINFER_SAMPLER is False
+    base = envs.VLLM_RPC_BASE_PATH
+    assert len(base) + 37 <= 107 and os.path.islink(base), base
+    assert len(os.path.dirname(os.path.realpath(base))) == 100  # its target: a folder of the long TMPDIR
 
 
 def test_the_vllm_names_the_project_uses_exist_with_their_meaning(vllm, engine):

@@ -111,9 +111,13 @@ def serving_args(engine_args: dict[str, Any] | None, prompts: list[dict], max_ne
 
 def start_engine(model_dir: str, seed: int, engine_args: dict[str, Any] | None = None, reproducible: bool = False):
     """``vllm.LLM`` on ``model_dir`` (``engine_args``: the config's ``eval.vllm``), batch-invariant where
-    ``reproducible`` asks it on a GPU (``batch_invariance``)."""
+    ``reproducible`` asks it on a GPU (``batch_invariance``), with no kernel compiled at run time and its
+    sockets' paths short (`vicurl.vllm_env`)."""
     from vllm import LLM
 
+    from vicurl import vllm_env
+
+    vllm_env.prepare()
     os.environ.update(batch_invariance(reproducible))
     return LLM(model=str(model_dir), seed=int(seed), **(engine_args or {}))
 

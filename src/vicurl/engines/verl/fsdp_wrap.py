@@ -11,9 +11,9 @@ Qwen2.5-Math-7B, Qwen2.5-7B-Instruct); tied models are wrapped as before.
 The cost: the root unit is not resharded after the forward, so the head stays whole on every rank
 through the step (vocabulary x hidden x 2 bytes: 0.47 GB at the 1.5B shape, 1.09 GB at 7B).
 
-Loaded in every verl process that builds a model as the model's ``external_lib``
-(``vicurl_ppo_trainer.yaml``; verl's ``HFModelConfig.__post_init__`` imports it), on a GPU and a CPU.
-``PATCHES`` names the verl line this answers (`vicurl.cpu_rehearsal.stale_patches` checks it).
+verl imports this module in every process of a run (the launcher names it in ``VERL_USE_EXTERNAL_MODULES``:
+`vicurl.engines.verl.launch.verl_environment`), on a GPU and a CPU. ``PATCHES`` names the verl line this
+answers (`vicurl.cpu_rehearsal.stale_patches` checks it).
 """
 
 from __future__ import annotations

@@ -15,19 +15,18 @@ composes it (``compose``) for every run of config/paper.yaml.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import math
 import os
 import secrets
 import sys
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from vicurl.engines.verl import export, rollout_seeds
+from vicurl import vllm_env
+from vicurl.engines.verl import colocate_socket, export, rollout_seeds
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
 from vicurl.methods import proposing
 from vicurl.runs import setting_of
@@ -233,39 +232,26 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
     write_json(work / "verl_overrides.json", ov)
     env = {**os.environ, "PYTHONPATH": worker_pythonpath()}
     env.setdefault("VERL_FILE_LOGGER_PATH", str(work / "verl_log.jsonl"))
-    with ray_tmpdir(env) as ray_env:
+    env.update(verl_environment(env))
+    with vllm_env.short_sockets(env, ray=True) as sockets:
         supervise.run([sys.executable, "-m", "vicurl.engines.verl.fit", str(work / "verl_overrides.json")],
-                      env={**env, **ray_env}, progress=work / "metrics.jsonl", step_timeout=60 * float(v.step_timeout),
+                      env={**env, **sockets}, progress=work / "metrics.jsonl", step_timeout=60 * float(v.step_timeout),
                       exit_with_parent=exit_with_parent)
 
 
-# Ray's Unix sockets live in its session folder, <temp>/ray/session_<date>_<usec>_<pid>/sockets/plasma_store,
-# and a socket's path must fit 107 bytes: this many of them come after <temp> (a 7-digit pid)
-RAY_SOCKET_TAIL = len("/ray/session_2026-11-26_07-15-38_159736_1234567/sockets/plasma_store")
+# the project's patches of verl, imported by `import verl` in every process of a run (Ray's workers and vLLM's
+# worker processes inherit the variable): each answers a line of verl 0.9.1 that a test watches
+VERL_MODULES = ("vicurl.engines.verl.fsdp_wrap", "vicurl.engines.verl.colocate_socket")
 
 
-@contextlib.contextmanager
-def ray_tmpdir(env: dict[str, str]):
-    """Yields the variables that give Ray a temp folder whose socket paths fit: nothing where ``env``
-    sets RAY_TMPDIR or its temp folder ($TMPDIR, else /tmp) is short; else (SLURM's per-job TMPDIRs
-    are often long, and Ray then fails to start: verl issue #1120) RAY_TMPDIR, a short link in /tmp
-    to a fresh folder in that temp folder, removed afterwards (Ray's files stay where they belong)."""
-    temp = env.get("TMPDIR") or tempfile.gettempdir()
-    if "RAY_TMPDIR" in env or len(temp) + RAY_SOCKET_TAIL <= 107:
-        yield {}
-        return
-    target = tempfile.mkdtemp(prefix="ray-", dir=temp)
-    while True:
-        link = f"/tmp/vicurl-{secrets.token_hex(4)}"
-        try:
-            os.symlink(target, link)
-            break
-        except FileExistsError:
-            continue
-    try:
-        yield {"RAY_TMPDIR": link}
-    finally:
-        os.unlink(link)
+def verl_environment(env: dict[str, str]) -> dict[str, str]:
+    """The variables a run's processes need besides ``env``: the project's verl patches added to
+    VERL_USE_EXTERNAL_MODULES, the run's own weight-sync sockets (`colocate_socket.TOKEN`, fresh for each
+    job), vLLM with nothing to compile (`vicurl.vllm_env.environment`)."""
+    modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    modules += [m for m in VERL_MODULES if m not in modules]
+    return {"VERL_USE_EXTERNAL_MODULES": ",".join(modules), colocate_socket.TOKEN: secrets.token_hex(6),
+            **vllm_env.environment(env)}
 
 
 def worker_pythonpath() -> str:
