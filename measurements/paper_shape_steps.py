@@ -13,9 +13,12 @@ every response is max_response_length long: a step's worst case.
 Printed, per step, from the run's own logs: verl's timings (``timing_s/*``: gen = the rollout,
 old_log_prob, ref, update_actor, the weight sync, the whole step), its ``perf/*`` (the actor's peak
 memory, tokens per second per GPU), the tokens of the step; on CUDA also the peak memory of the whole
-GPU (every process: vLLM and the actor), sampled every 0.5 s. The figures for
+GPU (every process: vLLM and the actor; NVML's count), sampled every 0.5 s. The figures for
 gpu_time_estimate.py's throughput assumptions and gpu_memory.py's factors come from here (name the
-card; converting to an A100 is an assumption).
+card; converting to an A100 is an assumption). One GPU holds the 1.5B and 3B shapes on an 80 GB card;
+the 7B shape, and any shape on a 40 GB A100, needs the paper's 8 GPUs (--gpus 8: its weights and AdamW
+moments are sharded over them; docs/paper.md, "GPU memory"). On an H200 a run takes about 3 minutes to
+its first rollout (docs/verl.md, "What has run on a GPU").
 
     python measurements/paper_shape_steps.py --out /tmp/shape                       # a GPU: 16 prompts, 3 steps
     python measurements/paper_shape_steps.py --out /tmp/shape --prompts 64 --steps 2
@@ -115,22 +118,27 @@ def write_train_set(path: Path, model_dir: Path, n: int, tokens: int, seed: int 
 
 
 class GpuMemory:
-    """The peak memory in use on GPU 0 by every process (CUDA's free count), sampled every ``every`` s."""
+    """The peak memory in use on GPU 0 by every process, sampled every ``every`` s through NVML (the driver's
+    count: this process holds no CUDA context, which would add its own to the figure)."""
 
     def __init__(self, every: float = 0.5):
-        import torch
+        self.peak, self._stop, self._used = 0, threading.Event(), None
+        try:
+            import pynvml  # nvidia-ml-py, which vLLM requires
 
-        self.peak, self._stop = 0, threading.Event()
-        self._free = (lambda: torch.cuda.mem_get_info(0)) if torch.cuda.is_available() else None
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            self._used = lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used
+        except Exception:  # no NVIDIA driver (a CPU run): no figure
+            pass
         self._thread = threading.Thread(target=self._run, args=(every,), daemon=True)
 
     def _run(self, every):
         while not self._stop.wait(every):
-            free, total = self._free()
-            self.peak = max(self.peak, total - free)
+            self.peak = max(self.peak, self._used())
 
     def __enter__(self):
-        if self._free:
+        if self._used:
             self._thread.start()
         return self
 
@@ -199,7 +207,13 @@ def main(argv=None) -> None:
            "--verl-config", str(work / "verl.json"), "--exit-with-parent"]  # this script ended: the run ends too
     t0 = time.time()
     with GpuMemory() as gpu, open(work / "launch.log", "w") as log:
-        rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=a.timeout).returncode
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            rc = proc.wait(timeout=a.timeout)
+        except subprocess.TimeoutExpired:  # SIGTERM: the launcher ends verl's loop, Ray and vLLM, then exits
+            proc.terminate()
+            rc = proc.wait()
+            sys.exit(f"the run took over {a.timeout} s and was ended; its log: {work / 'launch.log'}")
     wall = time.time() - t0
     if rc != 0:
         sys.exit(f"the run failed ({rc}); its log: {work / 'launch.log'}")

@@ -77,7 +77,9 @@ def main() -> None:
           f"{a.tokens} tokens a sequence, {a.prompts} prompts x {a.rollouts} rollouts, on {device}")
     if device.type == "cuda":
         print(f"peak allocated {torch.cuda.max_memory_allocated() / 1e9:.1f} GB, reserved "
-              f"{torch.cuda.max_memory_reserved() / 1e9:.1f} GB ({torch.cuda.get_device_name()}), {seconds:.0f} s")
+              f"{torch.cuda.max_memory_reserved() / 1e9:.1f} GB ({torch.cuda.get_device_name()}), {seconds:.0f} s; "
+              f"host: peak resident {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.1f} GB (the subset "
+              f"means: {4 * params * 4 / 1e9:.1f} GB)")
     else:
         print(f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.1f} GB, {seconds:.0f} s")
 

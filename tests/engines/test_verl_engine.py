@@ -35,7 +35,7 @@ from vicurl.engines import rollout as rollout_engine
 from vicurl.engines.local import LocalTrainer
 from vicurl.engines.step import sequence_weights
 from vicurl.engines.verl import hook as hook_lib
-from vicurl.engines.verl import launch
+from vicurl.engines.verl import launch, rollout_seeds
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE, to_verl_frame
 from vicurl.engines.verl.hook import Hook, loss_plan
 from vicurl.engines.verl.sampler import CurriculumSampler
@@ -435,7 +435,7 @@ def test_paper_runs_compose_with_verls_config(tmp_path):
         # the same overrides as a run already composed, up to the values that name the run (its seed goes
         # into data.seed and the experiment's name: values, not keys)
         key = tuple(o for o in ov if "model.path" not in o and "_work" not in o
-                    and not o.startswith(("data.seed=", "trainer.experiment_name=")))
+                    and not o.startswith(("data.seed=", "trainer.experiment_name=", "actor_rollout_ref.rollout.seed=")))
         if key in seen:
             continue
         seen.add(key)
@@ -452,7 +452,17 @@ def test_paper_runs_compose_with_verls_config(tmp_path):
         assert "hf_model" not in a.actor.checkpoint.save_contents  # exports are merged from the shards
         assert a.model.override_config.attn_implementation == "sdpa" and a.model.use_remove_padding
         assert a.model.custom_chat_template == VERBATIM_TEMPLATE and c.vicurl.vocab_size == 151936
+        assert a.rollout.seed == rollout_seeds.engine_seed(settings["seed"], 0)
     assert seen
+
+
+def test_each_seed_and_each_resumed_job_has_its_own_rollout_stream():
+    """verl's vLLM engines are seeded by ``rollout.seed`` (default 42, for every run): the launcher derives
+    it from the run's seed and the step a job starts after, so the training seeds sample from different
+    streams and a resumed job does not replay its run's first rollouts (unseeded requests, the default)."""
+    seeds = {(seed, start): rollout_seeds.engine_seed(seed, start) for seed in range(5) for start in (0, 50, 100)}
+    assert len(set(seeds.values())) == len(seeds) and 42 not in seeds.values()
+    assert rollout_seeds.engine_seed(3, 50) == seeds[(3, 50)]  # a function of the two alone
 
 
 def test_unknown_verl_key_is_rejected():

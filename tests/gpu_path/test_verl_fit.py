@@ -178,13 +178,18 @@ def test_vllm_samples_from_the_weights_the_last_update_made(entropy_runs, tiny_m
 def test_a_stopped_run_resumes_to_the_uninterrupted_runs_numbers(entropy_runs):
     """Stopped after step 2's save and resumed: step 3's metrics and every export equal the uninterrupted
     run's (the rollouts are seeded per request, `vicurl.engines.verl.rollout_seeds`), the export the stop
-    interrupted is redone, and the save from before the stop no longer keeps its shards."""
+    interrupted is redone, and the save from before the stop no longer keeps its shards. The resumed job's
+    vLLM engines draw from a stream of their own (``rollout.seed``: what unseeded requests would sample)."""
     from safetensors.torch import load_file
 
     from vicurl.engines.verl.export import checkpoint_dir
+    from vicurl.engines.verl.rollout_seeds import engine_seed
 
-    a, b, _, _ = entropy_runs
+    a, b, settings, _ = entropy_runs
     assert "training from verl's save of step 2" in (b / "launch.log").read_text()
+    for run, start in ((a, 0), (b, 2)):  # the overrides of the run's last job
+        overrides = json.loads((run / "_work" / "verl_overrides.json").read_text())
+        assert f"actor_rollout_ref.rollout.seed={engine_seed(settings['seed'], start)}" in overrides
     assert [stable(r) for r in read_metrics(b / "metrics.jsonl")] == [stable(r) for r in read_metrics(a / "metrics.jsonl")]
     for step in (1, 2, 3):
         wa, wb = (load_file(run / "checkpoints" / f"step{step}" / "model.safetensors") for run in (a, b))

@@ -21,7 +21,9 @@ LAYOUTS = ("checkpoint", "run")  # `eval.generate_per`
 
 
 def sampling_seed(run_seed: int, step: int) -> int:
-    """The evaluation's sampling seed: it follows the run's seed and the step, so reruns reproduce the samples."""
+    """The evaluation's sampling seed: it follows the run's seed and the step. A rerun reproduces the samples
+    on the transformers path, and through vLLM where ``reproducible`` seeds every request (on a GPU with
+    batch-invariant kernels); by default vLLM's engine stream alone is seeded (docs/verl.md, "Reproducibility")."""
     return int(run_seed) * 1_000_003 + int(step)
 
 

@@ -58,8 +58,10 @@ def save_freq(settings: TrainSettings | dict[str, Any]) -> int:
 
 def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, train_files: str, work_dir: str,
               settings_path: str, train_set: str, vocab_size: int, n_train: int,
-              verl: VerlSettings | dict[str, Any] | None = None, prompt_stats: str | None = None) -> list[str]:
-    """verl Hydra overrides of one run (the GRPO settings are the paper's hyperparameter table)."""
+              verl: VerlSettings | dict[str, Any] | None = None, prompt_stats: str | None = None,
+              start_step: int = 0) -> list[str]:
+    """verl Hydra overrides of one run's job that starts after step ``start_step`` (the GRPO settings are
+    the paper's hyperparameter table)."""
     s = TrainSettings.of(settings)
     v = verl if isinstance(verl, VerlSettings) else VerlSettings.from_dict(verl)
     b, g, total = int(s.batch_size), int(s.group_size), int(s.total_steps)
@@ -110,6 +112,8 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "actor_rollout_ref.rollout.top_p": float(s.top_p),
         # asked for reproducible samples: vLLM's batch-invariant kernels (and the requests seeded: trainer.py)
         "actor_rollout_ref.rollout.full_determinism": bool(s.reproducible),
+        # the stream unseeded requests draw from: the run's seed's, and a resumed job's own
+        "actor_rollout_ref.rollout.seed": rollout_seeds.engine_seed(s.seed, start_step),
         "actor_rollout_ref.rollout.tensor_model_parallel_size": int(v.rollout_tensor_parallel),
         "actor_rollout_ref.rollout.gpu_memory_utilization": float(v.gpu_memory_utilization),
         # the context vLLM serves: unset, verl takes the model's (131,072 tokens for Llama-3.2-3B and
@@ -181,7 +185,7 @@ def run(settings: TrainSettings | dict[str, Any], model_path: str, train_set: st
     else:
         log.info("training from %s", f"verl's save of step {done}" if done else "the base model")
         train(s, model_path, work, verl, prompt_stats, n_train=report["rows"] - report["dropped"],
-              exit_with_parent=exit_with_parent)
+              exit_with_parent=exit_with_parent, start_step=done)
     publish(work, exports, checkpoints, metrics)
     return {"long_prompts": report}
 
@@ -213,7 +217,7 @@ def prepare(settings: TrainSettings | dict[str, Any], model_path: str, train_set
 
 
 def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettings | dict[str, Any] | None,
-          prompt_stats: str | None, n_train: int, exit_with_parent: bool = False) -> None:
+          prompt_stats: str | None, n_train: int, exit_with_parent: bool = False, start_step: int = 0) -> None:
     """verl's GRPO loop with ``VICuRLTrainer`` (resume_mode auto: from verl's last save in ``work``), in a
     process of its own (`vicurl.engines.verl.fit`) that `vicurl.engines.verl.supervise` ends, with every
     Ray and vLLM process of the run, when a step outlasts ``verl.step_timeout`` minutes, vLLM's engine
@@ -227,7 +231,7 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
     ov = overrides(settings, model_path=model_path, train_files=str(work / "verl_train.parquet"), work_dir=str(work),
                    settings_path=str(work / "settings.json"), train_set=str(work / "train_set.parquet"),
                    vocab_size=int(AutoConfig.from_pretrained(model_path).vocab_size), n_train=n_train, verl=v,
-                   prompt_stats=prompt_stats)
+                   prompt_stats=prompt_stats, start_step=start_step)
     ov.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH={_q(worker_pythonpath())}")
     write_json(work / "verl_overrides.json", ov)
     env = {**os.environ, "PYTHONPATH": worker_pythonpath()}

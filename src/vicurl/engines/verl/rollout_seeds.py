@@ -41,6 +41,14 @@ def rollout_seed(seed: int, step: int, call: int, prompt_id: str, k: int) -> int
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
+def engine_seed(seed: int, start_step: int) -> int:
+    """vLLM's engine seed for a job of the run of seed ``seed`` that starts after step ``start_step``
+    (verl's ``rollout.seed``; replica r takes it + r). It seeds the stream unseeded requests draw from (the
+    default): each training seed its own stream (verl's default, 42, gave every seed the same), and a
+    resumed job a stream of its own, not the one its run started with."""
+    return rollout_seed(seed, start_step, -1, "vllm-engine", 0)
+
+
 def batch_seeds(seed: int, step: int, call: int, prompt_ids: list[str]) -> list[int]:
     """The seed of each row of a generation batch (rows of one prompt numbered in batch order)."""
     seen: Counter = Counter()
