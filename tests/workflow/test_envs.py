@@ -116,8 +116,11 @@ def test_rule_jobs_import_the_project_from_the_checkout(tmp_path):
 @pytest.mark.parametrize("python", ["3.11", "3.12"])
 def test_the_gpu_lock_pins_what_the_verl_env_and_pyproject_ask(python):
     """envs/gpu-lock-py3.X.txt (`python envs/wheelhouse.py lock`, the offline install's list): each package
-    once, and every entry of envs/verl.yaml (its GPU pins and pyproject.toml's dependencies) and of
-    pyproject's dependencies met by the pinned version; the packages PyPI has as sources only are marked."""
+    once, and every entry of envs/verl.yaml (its GPU pins and pyproject.toml's dependencies), of pyproject's
+    dependencies and of its SLURM extra (the executor plugin, and its jobstep plugin that jobs load) met by
+    the pinned version; the packages PyPI has as sources only are marked, and torch's closure: what
+    ``download --without-torch`` leaves to an image with torch, vLLM's and FlashInfer's CUDA packages not
+    among them."""
     import importlib.util
 
     from packaging.requirements import Requirement
@@ -129,12 +132,18 @@ def test_the_gpu_lock_pins_what_the_verl_env_and_pyproject_ask(python):
     lock = wheelhouse.read_lock(python)
     names = [canonicalize_name(n) for n in lock]
     assert len(names) == len(set(names)) > 250
-    pinned = {canonicalize_name(n): v for n, (v, _) in lock.items()}
-    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    pinned = {canonicalize_name(n): v for n, (v, _, _) in lock.items()}
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    deps = project["dependencies"] + project["optional-dependencies"]["slurm"]
     for entry in pip_entries(REPO / "envs" / "verl.yaml") + deps + wheelhouse.GPU_PINS:
         req = Requirement(entry)
         name = canonicalize_name(req.name)
         assert name in pinned and pinned[name] in req.specifier, (entry, pinned.get(name))
     assert set(wheelhouse.GPU_PINS) == PINS["verl"]
-    assert {n for n, (_, sdist) in lock.items() if sdist} == {"antlr4-python3-runtime", "connection_pool"}
+    assert {n for n, (_, sdist, _) in lock.items() if sdist} == {"antlr4-python3-runtime", "connection_pool"}
     assert {"ray", "flashinfer-python", "hydra-core"} <= set(pinned)  # verl's and vLLM's own dependencies
+    assert "snakemake-executor-plugin-slurm-jobstep" in pinned
+    torch = {canonicalize_name(n) for n, (_, _, closure) in lock.items() if closure}
+    assert {"torch", "triton", "nvidia-cublas", "nvidia-nccl-cu13", "sympy", "filelock"} <= torch
+    assert not torch & {"nvidia-ml-py", "nvidia-cutlass-dsl", "nvidia-cudnn-frontend", "cuda-python", "torchvision",
+                        "torchaudio", "flashinfer-python", "vllm", "numpy"}
