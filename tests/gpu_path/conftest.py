@@ -64,6 +64,23 @@ def tiny_model_dir(vllm, tmp_path_factory, demo_splits):
     return str(out)
 
 
+@pytest.fixture(scope="session")
+def untied_model_dir(tiny_model_dir, tmp_path_factory):
+    """The demo's base model with its LM head untied from the embedding (the same function, its own copy of
+    the matrix), as R1-Distill-Qwen-1.5B and the 7B models are: verl wraps an untied head as an FSDP2 unit
+    of its own (`vicurl.engines.verl.fsdp_wrap`)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    model.config.tie_word_embeddings = False
+    model.lm_head.weight = torch.nn.Parameter(model.get_input_embeddings().weight.detach().clone())
+    out = tmp_path_factory.mktemp("untied") / "model"
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(out)
+    return str(out)
+
+
 # ---------------------------------------------------------------- verl's loop, run by the project's launcher
 
 
@@ -76,10 +93,11 @@ def verl_section() -> dict:
 
 def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, prompt_stats: str | None = None,
                 stop_after_save: int | None = None, verl: dict | None = None, env: dict | None = None,
-                timeout: int = 600):
+                ranks: int = 1, timeout: int = 600):
     """One training run through the project's launcher (`python -m vicurl.engines.verl.launch`) in its
     own process, verl's `fit()` with vLLM's CPU build as the rollout, every step recorded
-    (tests/gpu_path/verl_recorder.py) into ``run_dir/recorded``. ``verl``: keys laid over the rehearsal's
+    (tests/gpu_path/verl_recorder.py) into ``run_dir/recorded``. ``ranks``: logical GPUs of the node (FSDP2
+    over that many gloo ranks, one vLLM replica each). ``verl``: keys laid over the rehearsal's
     `verl` section (its ``overrides`` after the rehearsal's, replacing those of the same keys); ``env``: more environment variables. ``stop_after_save``: the launcher (the train
     job) gets SIGTERM, as SLURM or a user stops a job, once verl's tracker names that step. Past
     ``timeout`` seconds every process of the run is ended and the test fails. Returns the exit code, the
@@ -100,7 +118,7 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
     section, extra = verl_section(), dict(verl or {})
     keys = {o.split("=")[0].lstrip("+") for o in extra.get("overrides", [])}  # Hydra refuses a key given twice
     kept = [o for o in section.get("overrides", []) if o.split("=")[0].lstrip("+") not in keys]
-    section = {**section, **extra, "overrides": kept + extra.get("overrides", [])}
+    section = {**section, "n_gpus_per_node": ranks, **extra, "overrides": kept + extra.get("overrides", [])}
     (run_dir / "verl.json").write_text(json.dumps(section))
     env = {**os.environ, **cpu_rehearsal.environment(), "VICURL_RECORD_DIR": str(run_dir / "recorded"), **(env or {})}
     env["VERL_USE_EXTERNAL_MODULES"] += ",verl_recorder"

@@ -1,19 +1,24 @@
 """verl's own training loop (``RayPPOTrainer.fit`` with ``VICuRLTrainer``'s overrides) run for real on
-the CPU: the project's launcher, verl's ``run_ppo``, Ray, FSDP2 workers, vLLM's CPU build as the
-rollout, on the demo's tiny base model. Each run is its own process (`conftest.launch_verl`); what
-each step handed the hooks is recorded (`verl_recorder.py`), and the assertions read the runs'
-own outputs: metrics, exports, checkpoints, recorded batches.
+the CPU: the project's launcher, verl's ``run_ppo``, Ray, FSDP2 workers over gloo ranks, vLLM's CPU build as
+the rollout (a replica per rank), on the demo's tiny base model. Each run is its own process
+(`conftest.launch_verl`); what each step handed the hooks is recorded (`verl_recorder.py`), and the
+assertions read the runs' own outputs: metrics, exports, checkpoints, recorded batches.
 
-Runs (about 2 minutes each on 2 cores, most of it starting Ray's workers and vLLM):
-  VI-CuRL, entropy reward   uninterrupted; and killed after step 2's save, then resumed
-  VCRL, oracle reward       with replay from its memory bank
-  SENT, oracle reward       a curriculum that proposes each step's prompts (the sampler)
+Runs (about 2-3 minutes each on 2 cores, most of it starting Ray's workers and vLLM):
+  VI-CuRL, entropy reward   2 ranks (the paper's layout, smaller), an untied head, the 7B's offload settings:
+                            uninterrupted, at the same time as SENT's run (two runs on one machine); and
+                            killed after step 2's save, then resumed
+  SENT, oracle reward       1 rank: a curriculum that proposes each step's prompts (the sampler)
+  VCRL, oracle reward       4 ranks: replay from its memory bank over 4 replicas and 8 agent-loop workers
+  a broken rollout engine   1 rank: the step timeout ends it
 """
 
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -34,6 +39,8 @@ BASE = {"batch_size": 8, "group_size": 4, "max_prompt_length": 96, "max_response
         "save_every": 2, "seed": 0, "chat_template": False, "micro_batch_size": 32}
 # what differs between two runs of one setting: wall times and memory
 VOLATILE = ("time/", "timing", "actor/perf/", "perf/")
+# the 7B model's settings (config/paper.yaml: optimizer_offload; param_offload, which verl also offers)
+OFFLOAD = {"param_offload": True, "optimizer_offload": True}
 
 
 def records(run: Path, step: int, kind: str) -> list[dict]:
@@ -59,56 +66,97 @@ def trained_prompts(update: dict) -> set[str]:
     return {pid for pid, m in zip(update["ids"], update["response_mask"]) if m.sum() > 0}
 
 
+def row_sync(rec: dict) -> torch.Tensor:
+    """Per row: the mean |p_vLLM - p_actor| over its response tokens, the probabilities vLLM reported for
+    its samples against the actor's old-policy pass of the same tokens."""
+    m = rec["response_mask"].float()
+    diff = (rec["rollout_log_probs"].exp() - rec["old_log_probs"].exp()).abs() * m
+    return diff.sum(-1) / m.sum(-1).clamp(min=1)
+
+
 @pytest.fixture(scope="module")
-def entropy_runs(vllm, verl_launch, tiny_model_dir, demo_train_set, tmp_path_factory):
-    """VI-CuRL with the entropy reward (RENT), 3 steps: run ``a`` uninterrupted, run ``b`` stopped (SIGTERM
-    to the train job, as SLURM's time limit or a user sends it) once verl's save of step 2 is complete,
-    then resumed by the same command. Also returned: the processes run ``b`` had when it was stopped
-    and those of them left once the job exited."""
-    settings = {**BASE, "total_steps": 3, "reward": "entropy", "curriculum": "vicurl", "export_steps": [1, 2, 3],
-                "reproducible": True}  # seeded rollout requests: the resumed run continues bit for bit
+def sent_stats(tiny_model_dir, demo_train_set, tmp_path_factory):
+    """SENT's prompt table (rule prompt_stats'): the initial policy's semantic entropies."""
+    from vicurl.curriculum.prompt_stats import offline_statistics
+    from vicurl.data import schema
+
+    stats = offline_statistics(tiny_model_dir, schema.read(demo_train_set),
+                               {"k": 4, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 48, "batch_size": 256,
+                                "seed": 0}, device="cpu")
+    path = tmp_path_factory.mktemp("sent_stats") / "prompt_stats.parquet"
+    stats.to_parquet(path)
+    return stats, path
+
+
+@pytest.fixture(scope="module")
+def entropy_runs(vllm, verl_launch, untied_model_dir, tiny_model_dir, demo_train_set, sent_stats, tmp_path_factory):
+    """VI-CuRL with the entropy reward (RENT), 3 steps, on 2 ranks (FSDP2 over two gloo ranks, two vLLM
+    replicas), the untied copy of the demo's model, the 7B's offload settings and G = 3 (a step's kept rows,
+    3 prompts x 3 at beta 0.2, are odd: the trainer pads them to the ranks). Run ``a`` uninterrupted, at the
+    same time as SENT's 1-rank run on the tied model (two runs on one machine, each with its own Ray,
+    ranks and replicas); run ``b`` stopped (SIGTERM to the train job, as SLURM's time limit or a user sends
+    it) once verl's save of step 2 is complete, then resumed by the same command. Also: the processes run
+    ``b`` had when it was stopped and those of them left once the job exited."""
+    settings = {**BASE, "group_size": 3, "total_steps": 3, "reward": "entropy", "curriculum": "vicurl",
+                "export_steps": [1, 2, 3], "reproducible": True}  # seeded requests: a resumed run continues bit for bit
+    sent = {**BASE, "total_steps": 2, "reward": "oracle", "curriculum": "sent", "export_steps": [2]}
     root = tmp_path_factory.mktemp("vicurl_entropy")
-    rc, log, _ = verl_launch(root / "a", settings, tiny_model_dir, demo_train_set)
-    assert rc == 0, log[-4000:]
-    rc, log, stopped = verl_launch(root / "b", settings, tiny_model_dir, demo_train_set, stop_after_save=2)
+    two = dict(ranks=2, verl=OFFLOAD)
+    with ThreadPoolExecutor(2) as pool:
+        run_a = pool.submit(verl_launch, root / "a", settings, untied_model_dir, demo_train_set, **two)
+        run_sent = pool.submit(verl_launch, root / "sent", sent, tiny_model_dir, demo_train_set,
+                               prompt_stats=str(sent_stats[1]))
+        for rc, log, _ in (run_a.result(), run_sent.result()):
+            assert rc == 0, log[-4000:]
+    rc, log, stopped = verl_launch(root / "b", settings, untied_model_dir, demo_train_set, stop_after_save=2, **two)
     left = alive(stopped)
     assert rc != 0 and not (root / "b" / "metrics.jsonl").exists(), log[-2000:]
-    rc, log, _ = verl_launch(root / "b", settings, tiny_model_dir, demo_train_set)
+    rc, log, _ = verl_launch(root / "b", settings, untied_model_dir, demo_train_set, **two)
     assert rc == 0, log[-4000:]
-    return root / "a", root / "b", settings, {"stopped": stopped, "left": left}
+    return SimpleNamespace(a=root / "a", b=root / "b", sent=root / "sent", settings=settings, sent_settings=sent,
+                           model=untied_model_dir, stop={"stopped": stopped, "left": left})
 
 
-# ---------------------------------------------------------------- VI-CuRL with a verifier-free reward
+# ---------------------------------------------------------------- VI-CuRL with a verifier-free reward, 2 ranks
 
 
-def test_one_metrics_row_per_step_on_the_papers_schedule(entropy_runs, tiny_model_dir, demo_train_set, tmp_path):
+def test_one_metrics_row_per_step_on_the_papers_schedule(entropy_runs, demo_train_set, tmp_path):
     """metrics.jsonl: one row per step, beta_target on the linear schedule from 0.2 to 1 over the run,
-    beta_actual the kept share, and every column the local engine writes for the same settings."""
+    beta_actual the kept share, and every column the local engine writes for the same settings. The
+    metrics of the batch are those of the whole batch, gathered from the ranks: the mean response length,
+    the entropy reward's mean and verl's token-mean entropy, recomputed here from the recorded batch."""
     from vicurl.data import schema
     from vicurl.engines.local import LocalTrainer
 
-    a, _, settings, _ = entropy_runs
+    a, settings = entropy_runs.a, entropy_runs.settings
     rows = read_metrics(a / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]
     for r in rows:
         assert r["curriculum/beta_target"] == pytest.approx(linear_beta(r["step"], 3, 0.2, 1.0))
         assert r["curriculum/beta_actual"] == pytest.approx(r["curriculum/kept"] / settings["batch_size"])
         assert r["curriculum/beta_actual"] >= r["curriculum/beta_target"] - 1e-9
+        (old,) = records(a, r["step"], "old_pass")
+        m, ent = old["response_mask"].float(), old["entropys"]
+        assert r["response_length/mean"] == pytest.approx(float(m.sum(-1).mean()), rel=1e-6)
+        assert r["reward/entropy/mean"] == pytest.approx(-float(((ent * m).sum(-1) / m.sum(-1)).mean()), rel=1e-5)
+        assert r["actor/entropy"] == pytest.approx(float((ent * m).sum() / m.sum()), rel=1e-5)
     assert rows[0]["curriculum/kept"] < settings["batch_size"] == rows[-1]["curriculum/kept"]
-    local = LocalTrainer(TrainSettings.from_dict({**settings, "total_steps": 1}), tiny_model_dir,
+    local = LocalTrainer(TrainSettings.from_dict({**settings, "total_steps": 1}), entropy_runs.model,
                          schema.read(demo_train_set), tmp_path / "local")
     missing = set(local.train_step(1)) - set(rows[0])
     assert not missing, missing
 
 
-def test_the_kept_prompts_are_the_most_confident_by_verls_entropies(entropy_runs, tiny_model_dir):
+def test_the_kept_prompts_are_the_most_confident_by_verls_entropies(entropy_runs):
     """Each step the update trains on the prompts of highest confidence c(x) (`vicurl.algos.confidence`),
     computed here from the per-token entropies verl's old-policy pass returned; the others left the
-    batch (at most a padding group's rows remain, masked)."""
+    batch, but for the rows that pad the kept ones to a multiple of the ranks (masked: step 1 keeps 9 rows
+    of 2 ranks' batch, so one is added)."""
     from transformers import AutoConfig
 
-    a, _, settings, _ = entropy_runs
-    vocab = AutoConfig.from_pretrained(tiny_model_dir).vocab_size
+    a, settings = entropy_runs.a, entropy_runs.settings
+    vocab = AutoConfig.from_pretrained(entropy_runs.model).vocab_size
+    padded = []
     for row in read_metrics(a / "metrics.jsonl"):
         step, k = row["step"], int(row["curriculum/kept"])
         (old,) = records(a, step, "old_pass")
@@ -117,21 +165,25 @@ def test_the_kept_prompts_are_the_most_confident_by_verls_entropies(entropy_runs
         ids, u = group_mean(normalized_uncertainty(old["entropys"], old["response_mask"], vocab), np.array(old["ids"]))
         most_confident = set(ids[np.argsort(u.numpy(), kind="stable")[:k]])
         assert trained_prompts(update) == most_confident, step
-        assert len(update["ids"]) == k * settings["group_size"]  # dropped prompts' rows are not in the update
+        rows = k * settings["group_size"]
+        assert len(update["ids"]) == rows + rows % 2  # the kept rows, padded to the 2 ranks
+        padded.append(rows % 2)
+    assert padded[0] == 1  # the padding ran
 
 
-def test_the_update_is_the_kept_prompts_update_weighted_one_over_beta(entropy_runs, tiny_model_dir):
-    """Step 1 (beta 0.2): the gradient verl's FSDP actor took (its grad norm; the CPU rehearsal's actor
-    computes in fp32) equals the local loss's (`vicurl.algos.grpo.grpo_loss`, float32) on the kept
-    prompts alone, each weighted 1/beta-hat over the whole batch's normalizer, from the base model the
-    step started from; with weight 1 instead (the dropped prompts' share lost) the norm would be
+def test_the_update_is_the_kept_prompts_update_weighted_one_over_beta(entropy_runs):
+    """Step 1 (beta 0.2) on 2 ranks: the gradient verl's FSDP actor took (its grad norm over the shards;
+    the CPU rehearsal's actor computes in fp32) equals the 1-rank update of the same rollouts, the local
+    loss (`vicurl.algos.grpo.grpo_loss`, float32) on the kept prompts alone, each weighted 1/beta-hat over
+    the whole batch's normalizer, from the base model the step started from: the padding row and the split
+    over ranks add nothing; with weight 1 instead (the dropped prompts' share lost) the norm would be
     beta-hat times as large."""
     from transformers import AutoModelForCausalLM
 
-    a, _, settings, _ = entropy_runs
+    a, settings = entropy_runs.a, entropy_runs.settings
     row = read_metrics(a / "metrics.jsonl")[0]
     (update,) = records(a, 1, "update")
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(entropy_runs.model, dtype=torch.float32)
     mask = update["response_mask"].float()
     kept = mask.sum(-1) > 0
     seq_w = torch.where(kept, update["rollout_is_weights"][:, 0] * update["scale"], torch.zeros(len(kept)))
@@ -149,43 +201,45 @@ def test_the_update_is_the_kept_prompts_update_weighted_one_over_beta(entropy_ru
 
     verl = float(np.mean(update["metrics"]["actor/grad_norm"]))
     assert verl == pytest.approx(row["actor/grad_norm"])
-    assert grad_norm(seq_w) == pytest.approx(verl, rel=0.01)
+    assert grad_norm(seq_w) == pytest.approx(verl, rel=1e-3)
     beta_hat = row["curriculum/beta_actual"]
-    assert grad_norm(kept.float()) == pytest.approx(beta_hat * verl, rel=0.01) and beta_hat < 0.5
+    assert grad_norm(kept.float()) == pytest.approx(beta_hat * verl, rel=1e-3) and beta_hat < 0.5
 
 
-def test_vllm_samples_from_the_weights_the_last_update_made(entropy_runs, tiny_model_dir):
-    """After each update the rollout's weights are the actor's: the probabilities vLLM (bf16) reported for
-    its samples of steps 2 and 3 equal the actor's old-policy probabilities of the same tokens up to
-    rounding (under 0.01 on average), and are far from the base model's (the policy moved: 0.25-0.5
-    here); the metrics rows carry the agreement (``rollout/probs_diff_*``)."""
+def test_every_replica_samples_from_the_weights_the_last_update_made(entropy_runs):
+    """After each update every replica's weights are the actor's, gathered from its shards: for each row
+    of steps 2 and 3 (each replica serves some), the probabilities vLLM (bf16) reported for its samples
+    equal the actor's old-policy probabilities of the same tokens up to rounding, and are far from the
+    base model's (the policy moved). The same in SENT's run, which trained beside it on the same machine:
+    each run's replicas hold its own weights."""
     from transformers import AutoModelForCausalLM
 
-    a, _, _, _ = entropy_runs
-    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    for step in (2, 3):
-        (old,) = records(a, step, "old_pass")
-        m = old["response_mask"].bool()
-        p_vllm = old["rollout_log_probs"][m].exp()
-        synced = (old["old_log_probs"][m].exp() - p_vllm).abs().mean()
-        with torch.no_grad():
-            stale = (response_logprobs(base, old)[m].exp() - p_vllm).abs().mean()
-        assert float(synced) < 0.01 and float(stale) > 10 * float(synced), (step, float(synced), float(stale))
-    for row in read_metrics(a / "metrics.jsonl"):
-        assert row["rollout/probs_diff_mean"] < 0.01 and row["rollout/probs_diff_max"] < 0.5
+    for run, model in ((entropy_runs.a, entropy_runs.model), (entropy_runs.sent, None)):
+        for step in (2, 3) if run == entropy_runs.a else (2,):
+            (old, *_) = records(run, step, "old_pass")
+            synced = row_sync(old)
+            assert float(synced.max()) < 0.02, (run.name, step, synced.tolist())
+            if model:
+                base = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+                with torch.no_grad():
+                    stale = row_sync({**old, "old_log_probs": response_logprobs(base, old)})
+                assert float(stale.mean()) > 10 * float(synced.mean()), (step, float(synced.mean()), float(stale.mean()))
+        for row in read_metrics(run / "metrics.jsonl"):
+            assert row["rollout/probs_diff_mean"] < 0.01 and row["rollout/probs_diff_max"] < 0.5
 
 
 def test_a_stopped_run_resumes_to_the_uninterrupted_runs_numbers(entropy_runs):
-    """Stopped after step 2's save and resumed: step 3's metrics and every export equal the uninterrupted
-    run's (the rollouts are seeded per request, `vicurl.engines.verl.rollout_seeds`), the export the stop
-    interrupted is redone, and the save from before the stop no longer keeps its shards. The resumed job's
-    vLLM engines draw from a stream of their own (``rollout.seed``: what unseeded requests would sample)."""
+    """Stopped after step 2's save and resumed on the same 2 ranks: step 3's metrics and every export equal
+    the uninterrupted run's (the rollouts are seeded per request, `vicurl.engines.verl.rollout_seeds`), the
+    export the stop interrupted is redone, and the save from before the stop no longer keeps its shards
+    (one per rank). The resumed job's vLLM engines draw from a stream of their own (``rollout.seed``: what
+    unseeded requests would sample)."""
     from safetensors.torch import load_file
 
     from vicurl.engines.verl.export import checkpoint_dir
     from vicurl.engines.verl.rollout_seeds import engine_seed
 
-    a, b, settings, _ = entropy_runs
+    a, b, settings = entropy_runs.a, entropy_runs.b, entropy_runs.settings
     assert "training from verl's save of step 2" in (b / "launch.log").read_text()
     for run, start in ((a, 0), (b, 2)):  # the overrides of the run's last job
         overrides = json.loads((run / "_work" / "verl_overrides.json").read_text())
@@ -197,26 +251,41 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_runs_numbers(entropy_runs):
     for run in (a, b):
         with_shards = sorted(d.name for d in checkpoint_dir(run / "_work").glob("global_step_*") if (d / "actor").is_dir())
         assert with_shards == ["global_step_3"], run
+        shards = sorted(p.name for p in (checkpoint_dir(run / "_work") / "global_step_3" / "actor").glob("model_*.pt"))
+        assert shards == ["model_world_size_2_rank_0.pt", "model_world_size_2_rank_1.pt"], shards
 
 
 def test_a_stopped_run_leaves_none_of_its_processes(entropy_runs):
-    """SIGTERM to the train job ended every process of the run before the job exited: verl's loop, Ray's
-    (gcs_server, raylet, the worker actors) and vLLM's (engine core, worker), none left."""
-    *_, stop = entropy_runs
+    """SIGTERM to the train job ended every process of the 2-rank run before the job exited: verl's loop,
+    Ray's (gcs_server, raylet, both FSDP workers) and vLLM's (both engine cores and their workers)."""
+    stop = entropy_runs.stop
     titles = list(stop["stopped"].values())
-    assert any(t.startswith("VLLM::EngineCore") for t in titles) and any(t.endswith("raylet") for t in titles), titles
+    assert sum(t.startswith("VLLM::EngineCore") for t in titles) == 2, titles
+    assert any(t.endswith("raylet") for t in titles), titles
     assert any("vicurl.engines.verl.fit" in t or t.endswith("python") for t in titles), titles
     assert stop["left"] == [], {pid: stop["stopped"][pid] for pid in stop["left"]}
 
 
-def test_the_exports_load_in_transformers_and_vllm_and_generate(entropy_runs, engine_args):
-    """Each evaluated step's export is a Hugging Face folder both generators load and sample from."""
+def test_the_exports_are_the_actors_weights_and_generate(entropy_runs, engine_args):
+    """Each evaluated step's export merges the ranks' shards into the actor's full weights (in bf16, the
+    model's dtype, as verl's merger writes them): under the step-2 export, step 3's rollouts have the
+    probabilities the actor's old-policy pass gave them over its two shards, up to that rounding (3.7e-5
+    on average here), and those of the step-1 and step-3 exports are 100 times further off; both
+    generators load an export and sample from it."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from vicurl.evaluation.vllm_generate import generate_records_vllm
     from vicurl.settings import SamplingSettings
 
-    a, _, _, _ = entropy_runs
+    a = entropy_runs.a
+    (old,) = records(a, 3, "old_pass")
+    m = old["response_mask"].bool()
+    off = {}
+    for step in (1, 2, 3):
+        export = AutoModelForCausalLM.from_pretrained(a / "checkpoints" / f"step{step}", dtype=torch.float32)
+        with torch.no_grad():
+            off[step] = float((response_logprobs(export, old).exp() - old["old_log_probs"].exp())[m].abs().mean())
+    assert off[2] < 5e-4 and 100 * off[2] < min(off[1], off[3]), off
     export = a / "checkpoints" / "step3"
     tok = AutoTokenizer.from_pretrained(export)
     model = AutoModelForCausalLM.from_pretrained(export)
@@ -260,16 +329,18 @@ def test_a_broken_rollout_engine_fails_the_run_within_its_step_timeout(vllm, ver
 
 
 def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model_dir, demo_train_set, tmp_path):
-    """VCRL with the oracle reward: once the threshold rises (step 2), dropped prompts' rows are refilled
-    with memory-bank prompts rolled out inside the step (a second generation and old-policy pass), and
-    the update trains on them. (verl's fit raised KeyError 'mfu' at the first replay before the replay
-    batch carried global_token_num.) With 8 agent-loop workers, as on a GPU: verl splits a replay's r x G
-    rows into 8 equal chunks (`trainer.generate_in_equal_chunks` pads them)."""
+    """VCRL with the oracle reward on 4 ranks (4 vLLM replicas): once the threshold rises (step 2), dropped
+    prompts' rows are refilled with memory-bank prompts rolled out inside the step (a second generation
+    and old-policy pass), and the update trains on them. (verl's fit raised KeyError 'mfu' at the first
+    replay before the replay batch carried global_token_num.) With 8 agent-loop workers, as on a GPU:
+    verl splits a replay's r x G rows into 8 equal chunks (`trainer.generate_in_equal_chunks` pads them)
+    and spreads them over the replicas, every one of which samples from the actor's weights."""
     settings = {**BASE, "total_steps": 3, "reward": "oracle", "curriculum": "vcrl",
                 "curriculum_params": {"switch_step": 1}, "export_steps": [3]}
     eight = {"overrides": ["actor_rollout_ref.rollout.agent.num_workers=8"]}  # verl's default on a GPU
-    rc, log, _ = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set, verl=eight)
+    rc, log, _ = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set, verl=eight, ranks=4)
     assert rc == 0, log[-4000:]
+    assert "model_world_size_4_rank_3.pt" in {p.name for p in (tmp_path / "vcrl").rglob("model_world_size_*")}
     rows = read_metrics(tmp_path / "vcrl" / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert 0 < rows[0]["reward/oracle_acc"] < 1  # the rewards vary: VCRL has something to keep
@@ -280,38 +351,34 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
         (update,) = records(tmp_path / "vcrl", step, "update")
         bank = set(replay["ids"])
         assert not bank & set(main["ids"]) and bank <= trained_prompts(update)
+        for rec in (main, replay):
+            assert float(row_sync(rec).max()) < 0.02, (step, row_sync(rec).tolist())
 
 
 # ---------------------------------------------------------------- a curriculum that proposes the batch
 
 
-def test_sent_draws_the_prompts_it_proposes(vllm, verl_launch, tiny_model_dir, demo_train_set, tmp_path):
+def test_sent_draws_the_prompts_it_proposes(entropy_runs, sent_stats, demo_train_set):
     """SENT chooses each step's prompts from the initial policy's semantic entropies (rule prompt_stats'
     table): verl's dataloader, through the project's sampler, rolls out exactly the prompts SENT proposes
-    for that step (computed here from the same table), and every one is trained on."""
+    for that step (computed here from the same table), and every one is trained on (its run trained at
+    the same time as the 2-rank VI-CuRL run: `entropy_runs`)."""
     from vicurl.curriculum import make_curriculum
-    from vicurl.curriculum.prompt_stats import offline_statistics
     from vicurl.data import schema
     from vicurl.engines.verl.sampler import CurriculumSampler
 
-    df = schema.read(demo_train_set)
-    stats = offline_statistics(tiny_model_dir, df, {"k": 4, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 48,
-                                                    "batch_size": 256, "seed": 0}, device="cpu")
-    stats_path = tmp_path / "prompt_stats.parquet"
-    stats.to_parquet(stats_path)
-    settings = {**BASE, "total_steps": 2, "reward": "oracle", "curriculum": "sent", "export_steps": [2]}
-    rc, log, _ = verl_launch(tmp_path / "sent", settings, tiny_model_dir, demo_train_set, prompt_stats=str(stats_path))
-    assert rc == 0, log[-4000:]
+    df, (stats, _) = schema.read(demo_train_set), sent_stats
+    run = entropy_runs.sent
     sent = make_curriculum("sent", {})
     sent.setup(df, batch_size=BASE["batch_size"], total_steps=2, seed=BASE["seed"], stats=stats)
     sampler = CurriculumSampler(sent, list(df["id"]), BASE["batch_size"], BASE["seed"])
     for step in (1, 2):
         proposed = {str(df["id"].iloc[i]) for i in sampler.batch(step)}
-        (old,) = records(tmp_path / "sent", step, "old_pass")
-        (update,) = records(tmp_path / "sent", step, "update")
+        (old,) = records(run, step, "old_pass")
+        (update,) = records(run, step, "update")
         assert set(old["ids"]) == proposed == trained_prompts(update), step
-    assert [r["step"] for r in read_metrics(tmp_path / "sent" / "metrics.jsonl")] == [1, 2]
-    assert json.loads((tmp_path / "sent" / "_work" / "settings.json").read_text())["curriculum"] == "sent"
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl")] == [1, 2]
+    assert json.loads((run / "_work" / "settings.json").read_text())["curriculum"] == "sent"
 
 
 # ---------------------------------------------------------------- the patches of verl and vLLM
