@@ -151,6 +151,7 @@ class Job:
     cpu_s: float  # extrapolated to this CPU (nan when not measured)
     runtime_min: float | None  # the SLURM profile's runtime, attempt 1
     note: str = ""
+    study: str = ""  # the study the job belongs to ("": shared, prompt_stats)
 
 
 @dataclass
@@ -327,7 +328,7 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
         jobs.append(Job("train", run.model, steps * (gen_tokens + s["batch_size"] * s["group_size"] * ctx), gpus,
                         A.verl_start_s + steps * step_s,
                         steps * cpu_s(gen_tokens * a.fwd_flops(ctx / 2), train_flops),
-                        runs_lib.train_runtime(cfg, run)))
+                        runs_lib.train_runtime(cfg, run), study=run.study))
 
     generated: dict[tuple, list[str]] = {}  # checkpoints generated: (study, model, setting, seed, step) -> benchmarks
     graded: dict[tuple, int] = {}  # grading: one CPU job per run (study, model, setting, seed), all its checkpoints
@@ -348,9 +349,10 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
         tokens = sum(sizes[b] for b in benches) * ev["n_samples"] * ev["max_new_tokens"] * frac
         jobs.append(Job(gen_rule, model, tokens, 1, A.vllm_start_s + vllm_seconds(tokens, ev["max_new_tokens"], a, A),
                         cpu_s(tokens * a.fwd_flops(A.prompt_tokens + ev["max_new_tokens"] * frac / 2), 0),
-                        profile_runtime(profile, gen_rule, model=model)))
+                        profile_runtime(profile, gen_rule, model=model), study=study))
     for (study, model, *_), samples in graded.items():
-        jobs.append(Job("grade", model, samples, 0, 0.0, samples / cpu.grade_rate, profile_runtime(profile, "grade", model=model)))
+        jobs.append(Job("grade", model, samples, 0, 0.0, samples / cpu.grade_rate, profile_runtime(profile, "grade", model=model),
+                        study=study))
 
     stats = sorted({(run.model, cfg["studies"][run.study]["train_set"]) for run in runs_lib.runs(cfg)
                     if runs_lib.needs_prompt_stats(cfg, run)})
@@ -377,7 +379,7 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
                 + (score_flops + grad_flops) / (A.fp32_peak * A.util_fp32))
         jobs.append(Job("probe", run.model, gen_tokens + (2 + passes) * rows * ctx, 1, wall,
                         cpu_s(gen_tokens * a.fwd_flops(ctx / 2) + score_flops, grad_flops),
-                        profile_runtime(profile, "probe")))
+                        profile_runtime(profile, "probe"), study=run.study))
     return jobs, size_notes
 
 

@@ -12,7 +12,7 @@ from snakemake.logging import logger
 
 checks_lib.read(config, os.path.join(workflow.basedir, "config", "schema.yaml"))  # every check; fills in defaults
 
-R = f"results/{config['scenario']}"
+R = runs_lib.results_dir(config)
 RUNS = runs_lib.runs(config)
 STUDIES = list(config["studies"])
 SETTINGS = sorted({r.setting for r in RUNS} | {runs_lib.BASE})

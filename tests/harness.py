@@ -221,3 +221,12 @@ def long_folder(root: Path, length: int) -> str:
     path.mkdir()
     assert len(str(path)) == length
     return str(path)
+
+
+def tensorboard_scalars(folder: Path) -> dict[str, list[float]]:
+    """tag -> the values of every step, as TensorBoard reads a run's event files (`vicurl.tracking`)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder))
+    acc.Reload()
+    return {tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}

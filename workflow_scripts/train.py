@@ -4,7 +4,7 @@ import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 import dataclasses
 from pathlib import Path
 
-from vicurl import runs
+from vicurl import runs, tracking
 from vicurl.engines import job, workdir
 from vicurl.workflow import setup
 
@@ -18,4 +18,6 @@ job.train(p.settings, engine=p.engine, model_dir=p.model_dir, train_set=snakemak
           config=snakemake.config, repo=Path(snakemake.scriptdir or ".").parent,
           verl=dataclasses.asdict(runs.verl_settings(snakemake.config, w.model)) if p.verl is not None else None,
           prompt_stats=snakemake.input.prompt_stats[0] if snakemake.input.prompt_stats else None,
-          start_from=p.start_from, exit_with_parent=True)  # Snakemake gone: nobody would record the outputs
+          start_from=p.start_from, exit_with_parent=True,  # Snakemake gone: nobody would record the outputs
+          # the config's `loggers`, read here: which trackers a run writes to changes nothing it trains
+          tracking=tracking.folders(snakemake.config, runs.Run.of(w.study, w.model, w.setting, int(w.seed)).path))

@@ -29,6 +29,11 @@ BASE = "base"
 PATH = "{study}/{model}/{setting}/seed{seed}"
 
 
+def results_dir(config: dict[str, Any]) -> str:
+    """The scenario's results folder, relative to the workflow's working directory (the rules' ``R``)."""
+    return f"results/{config['scenario']}"
+
+
 def setting_of(reward: str, curriculum: str) -> str:
     """A run folder's setting, ``{reward}-{curriculum}``; the Base pseudo-run's is ``base``."""
     return BASE if reward == curriculum == BASE else f"{reward}-{curriculum}"

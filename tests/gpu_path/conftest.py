@@ -127,6 +127,7 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
            "--model", model, "--train-set", train_set, "--work-dir", str(run_dir / "_work"),
            "--checkpoints", str(run_dir / "checkpoints"), "--metrics", str(run_dir / "metrics.jsonl"),
            "--verl-config", str(run_dir / "verl.json"), "--exit-with-parent",  # pytest killed: the run ends too
+           "--tracking", f"tensorboard={run_dir / 'tensorboard'}",
            *(["--prompt-stats", prompt_stats] if prompt_stats else [])]
     log = open(run_dir / "launch.log", "a")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

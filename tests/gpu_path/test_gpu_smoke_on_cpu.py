@@ -18,9 +18,17 @@ import pytest
 from vicurl.engines.verl.supervise import end_session
 from vicurl.rehearsal import command
 
-from harness import alive, bounded
+from harness import alive, bounded, tensorboard_scalars
 
 RESULTS = Path("results") / "gpu_smoke_cpu"
+
+
+def run_states(workdir: Path) -> list:
+    """`vicurl.status` of the rehearsal's runs in ``workdir`` (its config files, as `make rehearse` gives them)."""
+    from vicurl import status
+    from vicurl.rehearsal import config_files
+
+    return status.status(status.load_config(config_files("cpu")), workdir, with_estimate=False)["runs"]
 
 
 def run(workdir: Path, *args: str, over: Path | None = None) -> subprocess.CompletedProcess:
@@ -80,11 +88,20 @@ def test_the_gpu_smoke_dag_runs_end_to_end_on_the_cpu(vllm, tmp_path):
     assert not alive(tree), {pid: tree[pid] for pid in alive(tree)}
     train_log = tmp_path / RESULTS / "logs" / "train" / "main" / "qwen_0.5b_instruct" / "majority_vote-vicurl" / "seed0.log"
     assert "SIGINT: ended verl's loop" in train_log.read_text()
+    # where the study stands now (python -m vicurl.status): the run stopped by the signal, the base model's
+    # evaluation done or waiting, nothing running
+    (stopped,) = run_states(tmp_path)
+    assert stopped.state == "stopped" and stopped.steps == 4, stopped
 
     out = run(tmp_path, "all")
     assert out.returncode == 0, out.stderr[-4000:]
     run_dir = tmp_path / RESULTS / "runs" / "main" / "qwen_0.5b_instruct" / "majority_vote-vicurl" / "seed0"
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    (done,) = run_states(tmp_path)
+    assert (done.state, done.step, done.steps) == ("done", 4, 4) and done.gpu_hours > 0, done  # 1 logical GPU
+    # the run's TensorBoard curves (config `loggers`, default), written by verl's tracker through the launcher
+    curves = tensorboard_scalars(tmp_path / RESULTS / "tensorboard" / "main" / "qwen_0.5b_instruct" / "majority_vote-vicurl" / "seed0")
+    assert curves["curriculum/beta_target"] == pytest.approx([r["curriculum/beta_target"] for r in rows])
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
     assert [r["curriculum/beta_target"] for r in rows] == pytest.approx([0.2, 0.2 + 0.8 / 3, 0.2 + 1.6 / 3, 1.0])
     assert (run_dir / "_work" / "verl_log.jsonl").exists()  # verl's own logger: the loop was verl's

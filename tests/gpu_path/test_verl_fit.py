@@ -31,7 +31,7 @@ from vicurl.curriculum.schedules import linear_beta
 from vicurl.engines.verl.hook import read_metrics
 from vicurl.settings import TrainSettings
 
-from harness import alive
+from harness import alive, tensorboard_scalars
 
 pytestmark = pytest.mark.verl_fit
 
@@ -124,7 +124,8 @@ def test_one_metrics_row_per_step_on_the_papers_schedule(entropy_runs, demo_trai
     """metrics.jsonl: one row per step, beta_target on the linear schedule from 0.2 to 1 over the run,
     beta_actual the kept share, and every column the local engine writes for the same settings. The
     metrics of the batch are those of the whole batch, gathered from the ranks: the mean response length,
-    the entropy reward's mean and verl's token-mean entropy, recomputed here from the recorded batch."""
+    the entropy reward's mean and verl's token-mean entropy, recomputed here from the recorded batch. verl's
+    TensorBoard tracker wrote the same rows (the launcher's ``--tracking``)."""
     from vicurl.data import schema
     from vicurl.engines.local import LocalTrainer
 
@@ -141,6 +142,10 @@ def test_one_metrics_row_per_step_on_the_papers_schedule(entropy_runs, demo_trai
         assert r["reward/entropy/mean"] == pytest.approx(-float(((ent * m).sum(-1) / m.sum(-1)).mean()), rel=1e-5)
         assert r["actor/entropy"] == pytest.approx(float((ent * m).sum() / m.sum()), rel=1e-5)
     assert rows[0]["curriculum/kept"] < settings["batch_size"] == rows[-1]["curriculum/kept"]
+    curves = tensorboard_scalars(a / "tensorboard")  # the same rows as TensorBoard curves, through verl's tracker
+    for tag in ("curriculum/beta_target", "curriculum/beta_actual", "curriculum/kept", "reward/entropy/mean",
+                "actor/grad_norm"):
+        assert curves[tag] == pytest.approx([r[tag] for r in rows]), tag
     local = LocalTrainer(TrainSettings.from_dict({**settings, "total_steps": 1}), entropy_runs.model,
                          schema.read(demo_train_set), tmp_path / "local")
     missing = set(local.train_step(1)) - set(rows[0])

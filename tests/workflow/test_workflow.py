@@ -1,6 +1,7 @@
 """The Snakemake workflow: config validation, lint, and a small end-to-end run of the DAG."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -9,7 +10,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import DEMO_CONFIG, PAPER_CONFIG, REPO, SMOKE_CONFIG, job_counts, snakemake, snakemake_cmd
+from harness import (
+    DEMO_CONFIG,
+    PAPER_CONFIG,
+    REPO,
+    SMOKE_CONFIG,
+    job_counts,
+    snakemake,
+    snakemake_cmd,
+    tensorboard_scalars,
+)
 
 
 def write_config(tmp_path: Path, text: str) -> Path:
@@ -44,6 +54,7 @@ def test_demo_config_plans(tmp_path):
         ("studies: {rewards: {eval: {n_samples: 4}}}\n", "studies.rewards.eval.n_samples is 4"),
         ("models: {tiny: {build: {arch: {hiden_size: 8}}}}\n", "models.tiny.build.arch"),  # not written into the model
         ("models: {tiny: {build: {sft: {stepz: 1}}}}\n", "models.tiny.build.sft"),  # not a TypeError when building
+        ("loggers: [tensorboard, mlflow]\n", "mlflow"),  # an unknown tracker, at parse time
     ],
 )
 def test_config_typo_fails_with_the_key_named(tmp_path, override, named):
@@ -165,6 +176,22 @@ def test_small_dag_end_to_end(tmp_path):
             metrics = pd.read_json(res / "runs" / "rewards" / "tiny" / f"{reward}-{curriculum}" / "seed0" / "metrics.jsonl", lines=True)
             assert list(metrics["step"]) == [1] and f"reward/{reward}/mean" in metrics.columns
     assert "Majority Vote" in (res / "report" / "tables" / "rewards.tex").read_text()
+    # each run's learning curves as TensorBoard event files (config `loggers`), the same rows as metrics.jsonl
+    for run in ("main/tiny/oracle-vicurl/seed0", "rewards/tiny/entropy-vicurl/seed0"):
+        curves = tensorboard_scalars(res / "tensorboard" / run)
+        metrics = pd.read_json(res / "runs" / run / "metrics.jsonl", lines=True)
+        for tag in ("curriculum/beta_target", "curriculum/beta_actual", "curriculum/kept", "reward/mean",
+                    "reward/oracle_acc"):
+            assert curves[tag] == pytest.approx(list(metrics[tag])), tag
+    # where the study stands: every run done, every job of the plan done (python -m vicurl.status)
+    st = subprocess.run([sys.executable, "-m", "vicurl.status", "--configfile", str(DEMO_CONFIG), str(SMOKE_CONFIG)],
+                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert st.returncode == 0, st.stderr[-3000:]
+    table = pd.read_csv(res / "status.csv")
+    assert set(table["state"]) == {"done"} and (table["step"] == table["steps"]).all()
+    assert len(table) == len(list((res / "runs").glob("*/*/*/seed*")))
+    total = next(line for line in st.stdout.splitlines() if line.startswith("all "))
+    assert all(a == b for a, b in re.findall(r" (\d+)/(\d+)", total)) and f"train {len(table)}/" in total, st.stdout
     if shutil.which("pdflatex"):  # every table of the demo compiles with the paper's packages
         from vicurl.report.latex import standalone_document
 

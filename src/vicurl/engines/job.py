@@ -19,12 +19,13 @@ def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set
           checkpoints: str | Path, metrics: str | Path, settings_out: str | Path, provenance_out: str | Path,
           run: Mapping[str, Any], config: Mapping[str, Any], repo: str | Path, verl: Mapping[str, Any] | None = None,
           prompt_stats: str | None = None, start_from: Mapping[str, Any] | None = None,
-          exit_with_parent: bool = False) -> None:
+          exit_with_parent: bool = False, tracking: Mapping[str, str | Path] | None = None) -> None:
     """Train ``settings`` (`vicurl.runs.train_settings`) from ``model_dir`` on ``train_set`` with
     ``engine`` (``local``: one CPU process; ``verl``: verl 0.9.1 on GPUs, ``verl`` its section),
     exporting the checkpoints and metrics; ``start_from``: a continued run's source work folder and
     step; ``run``: the run's identity for the provenance, ``config`` the resolved config;
-    ``exit_with_parent``: verl's loop ends when the process that started this one does (Snakemake's job)."""
+    ``exit_with_parent``: verl's loop ends when the process that started this one does (Snakemake's job);
+    ``tracking``: each tracker's folder (`vicurl.tracking.folders`), where every step's metrics go too."""
     settings = dict(settings)
     s = TrainSettings.from_dict(settings)
     data: dict[str, Any] = {}
@@ -32,7 +33,8 @@ def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set
         from vicurl.engines.verl.launch import run as run_verl
 
         data = run_verl(settings, model_dir, train_set, work_dir, checkpoints, metrics, verl=verl,
-                        prompt_stats=prompt_stats, start_from=start_from, exit_with_parent=exit_with_parent)
+                        prompt_stats=prompt_stats, start_from=start_from, exit_with_parent=exit_with_parent,
+                        tracking=tracking)
     else:
         import pandas as pd
 
@@ -45,7 +47,14 @@ def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set
         data = {"long_prompts": trainer.long_prompts}
         if start_from:
             trainer.fork(start_from["work_dir"], start_from["step"])
-        trainer.run()
+        from vicurl.runs import setting_of
+        from vicurl.tracking import Tracker
+
+        tracker = Tracker(tracking or {}, f"{setting_of(s.reward, s.curriculum)}-seed{s.seed}", settings)
+        try:
+            trainer.run(tracker=tracker)
+        finally:
+            tracker.close()
         trainer.publish({step: Path(checkpoints) / f"step{step}" for step in s.export_steps}, metrics)
     write_json(settings_out, settings)
     rows = schema.read(train_set)

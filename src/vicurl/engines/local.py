@@ -29,6 +29,7 @@ from vicurl import devices
 from vicurl.algos.grpo import grpo_loss, loss_config
 from vicurl.curriculum import make_curriculum
 from vicurl.engines import step as engine_step
+from vicurl.engines import workdir
 from vicurl.engines.rollout import RolloutScorer, load_models, sequence_logprobs
 from vicurl.io import atomic_path, link_or_copy, write_text
 from vicurl.long_prompts import fit_training_set, write_report
@@ -239,8 +240,10 @@ class LocalTrainer:
 
     # ------------------------------------------------------------ the loop
 
-    def run(self, until_step: int | None = None) -> list[dict[str, Any]]:
-        """Train to ``total_steps`` (or stop after ``until_step``), resuming from the latest checkpoint."""
+    def run(self, until_step: int | None = None, tracker=None) -> list[dict[str, Any]]:
+        """Train to ``total_steps`` (or stop after ``until_step``), resuming from the latest checkpoint; each
+        step's metrics row is appended to ``<work>/metrics.jsonl`` (`workdir.PROGRESS`) and logged to
+        ``tracker`` (`vicurl.tracking.Tracker`), as verl's loop does."""
         ckpt = self.latest_checkpoint()
         if ckpt is not None:
             self.load_checkpoint(ckpt)
@@ -250,6 +253,10 @@ class LocalTrainer:
             metrics = self.train_step(step)
             self.step = step
             self.history.append(metrics)
+            with open(self.work_dir / workdir.PROGRESS, "a") as f:
+                f.write(json.dumps(engine_step.finite_metrics(metrics), sort_keys=True) + "\n")
+            if tracker is not None:
+                tracker.log(metrics, step)
             log.info("step %d %s", step, json.dumps({k: round(v, 4) for k, v in metrics.items() if isinstance(v, float)}))
             if step in self.cfg.export_steps and not self.export_dir(step).exists():
                 self.export(step)

@@ -20,6 +20,7 @@ from vicurl.io import write_json, write_text
 
 PUBLISHED = "published.json"
 FINGERPRINT = "settings.sha256"
+PROGRESS = "metrics.jsonl"  # each step's metrics row, appended as the job trains (both engines; `vicurl.status`)
 HISTORY = "train.log"  # every job's log lines (`vicurl.workflow.setup`), kept when the folder is emptied
 
 

@@ -3,7 +3,7 @@
     python -m vicurl.engines.verl.launch --settings train_config.json --model Qwen/Qwen2.5-Math-1.5B \\
         --train-set results/paper/data/deepscaler.parquet --work-dir .../_work \\
         --checkpoints .../checkpoints --metrics .../metrics.jsonl [--verl-config verl.json] \\
-        [--continue-from .../main/.../_work:313] [--exit-with-parent]
+        [--continue-from .../main/.../_work:313] [--exit-with-parent] [--tracking tensorboard=DIR]
 
 (the train rule calls ``run`` directly when ``engine: verl``). verl's config is ``CONFIG``
 (``vicurl_ppo_trainer.yaml``: verl's ``ppo_trainer`` and what every run sets the same way) with
@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from vicurl import tracking as vicurl_tracking
 from vicurl import vllm_env
 from vicurl.engines.verl import colocate_socket, export, rollout_seeds
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
@@ -59,9 +60,9 @@ def save_freq(settings: TrainSettings | dict[str, Any]) -> int:
 def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, train_files: str, work_dir: str,
               settings_path: str, train_set: str, vocab_size: int, n_train: int,
               verl: VerlSettings | dict[str, Any] | None = None, prompt_stats: str | None = None,
-              start_step: int = 0) -> list[str]:
+              start_step: int = 0, tracking: dict[str, Any] | None = None) -> list[str]:
     """verl Hydra overrides of one run's job that starts after step ``start_step`` (the GRPO settings are
-    the paper's hyperparameter table)."""
+    the paper's hyperparameter table); ``tracking``: the trackers it logs to (`vicurl.tracking`)."""
     s = TrainSettings.of(settings)
     v = verl if isinstance(verl, VerlSettings) else VerlSettings.from_dict(verl)
     b, g, total = int(s.batch_size), int(s.group_size), int(s.total_steps)
@@ -132,6 +133,8 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "trainer.max_actor_ckpt_to_keep": int(s.keep_checkpoints),
         "trainer.default_local_dir": str(export.checkpoint_dir(work)),
         "trainer.experiment_name": f"{setting_of(s.reward, s.curriculum)}-seed{s.seed}",
+        # verl's console and file loggers, then the config's trackers (their folders: the job's environment)
+        "trainer.logger": vicurl_tracking.verl_loggers(tracking or {}),
     }
     lines = [f"{k}={_q(val)}" for k, val in out.items()]
     vicurl = {"settings": settings_path, "train_set": train_set, "work_dir": str(work), "vocab_size": int(vocab_size),
@@ -154,11 +157,12 @@ def compose(override_list: list[str]):
 
 def run(settings: TrainSettings | dict[str, Any], model_path: str, train_set: str, work_dir: str, checkpoints: str,
         metrics: str, verl: VerlSettings | dict[str, Any] | None = None, prompt_stats: str | None = None,
-        start_from: dict[str, Any] | None = None, exit_with_parent: bool = False) -> dict[str, Any]:
+        start_from: dict[str, Any] | None = None, exit_with_parent: bool = False,
+        tracking: dict[str, str | Path] | None = None) -> dict[str, Any]:
     """Train (resuming from ``work_dir``), then publish the exports and metrics (GPU machine).
     ``start_from`` (``{"work_dir", "step"}``): a run continuing another starts from that run's last
-    save (`export.fork`); ``exit_with_parent``: see `train`. Returns what the run's provenance records
-    of it (the prompts dropped as too long)."""
+    save (`export.fork`); ``exit_with_parent``: see `train`; ``tracking``: each tracker's folder
+    (`vicurl.tracking`). Returns what the run's provenance records of it (the prompts dropped as too long)."""
     from vicurl.engines.verl.hook import check_settings
 
     s = check_settings(settings)
@@ -185,7 +189,7 @@ def run(settings: TrainSettings | dict[str, Any], model_path: str, train_set: st
     else:
         log.info("training from %s", f"verl's save of step {done}" if done else "the base model")
         train(s, model_path, work, verl, prompt_stats, n_train=report["rows"] - report["dropped"],
-              exit_with_parent=exit_with_parent, start_step=done)
+              exit_with_parent=exit_with_parent, start_step=done, tracking=tracking)
     publish(work, exports, checkpoints, metrics)
     return {"long_prompts": report}
 
@@ -217,7 +221,8 @@ def prepare(settings: TrainSettings | dict[str, Any], model_path: str, train_set
 
 
 def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettings | dict[str, Any] | None,
-          prompt_stats: str | None, n_train: int, exit_with_parent: bool = False, start_step: int = 0) -> None:
+          prompt_stats: str | None, n_train: int, exit_with_parent: bool = False, start_step: int = 0,
+          tracking: dict[str, str | Path] | None = None) -> None:
     """verl's GRPO loop with ``VICuRLTrainer`` (resume_mode auto: from verl's last save in ``work``), in a
     process of its own (`vicurl.engines.verl.fit`) that `vicurl.engines.verl.supervise` ends, with every
     Ray and vLLM process of the run, when a step outlasts ``verl.step_timeout`` minutes, vLLM's engine
@@ -231,12 +236,13 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
     ov = overrides(settings, model_path=model_path, train_files=str(work / "verl_train.parquet"), work_dir=str(work),
                    settings_path=str(work / "settings.json"), train_set=str(work / "train_set.parquet"),
                    vocab_size=int(AutoConfig.from_pretrained(model_path).vocab_size), n_train=n_train, verl=v,
-                   prompt_stats=prompt_stats, start_step=start_step)
+                   prompt_stats=prompt_stats, start_step=start_step, tracking=tracking)
     ov.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH={_q(worker_pythonpath())}")
     write_json(work / "verl_overrides.json", ov)
     env = {**os.environ, "PYTHONPATH": worker_pythonpath()}
     env.setdefault("VERL_FILE_LOGGER_PATH", str(work / "verl_log.jsonl"))
     env.update(verl_environment(env))
+    env.update(vicurl_tracking.environment(tracking or {}))
     with vllm_env.short_sockets(env, ray=True) as sockets:
         supervise.run([sys.executable, "-m", "vicurl.engines.verl.fit", str(work / "verl_overrides.json")],
                       env={**env, **sockets}, progress=work / "metrics.jsonl", step_timeout=60 * float(v.step_timeout),
@@ -294,6 +300,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--continue-from", metavar="WORK_DIR:STEP", help="the work folder and last step of the run this one continues")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="end the run (verl's loop, Ray, vLLM) when the process that started this one ends")
+    p.add_argument("--tracking", nargs="+", default=[], metavar="NAME=DIR",
+                   help=f"a tracker ({', '.join(vicurl_tracking.LOGGERS)}) and its folder for this run (vicurl.tracking)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     verl = json.loads(Path(a.verl_config).read_text()) if a.verl_config else None
@@ -301,8 +309,12 @@ def main(argv: list[str] | None = None) -> None:
     if a.continue_from:
         where, _, step = a.continue_from.rpartition(":")
         start = {"work_dir": where, "step": int(step)}
+    tracking = dict(t.split("=", 1) for t in a.tracking)
+    unknown = sorted(set(tracking) - set(vicurl_tracking.LOGGERS))
+    if unknown:
+        p.error(f"--tracking: unknown trackers {unknown}; known: {list(vicurl_tracking.LOGGERS)}")
     run(json.loads(Path(a.settings).read_text()), a.model, a.train_set, a.work_dir, a.checkpoints, a.metrics, verl,
-        a.prompt_stats, start, exit_with_parent=a.exit_with_parent)
+        a.prompt_stats, start, exit_with_parent=a.exit_with_parent, tracking=tracking)
 
 
 if __name__ == "__main__":

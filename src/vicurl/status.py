@@ -1,0 +1,388 @@
+"""Where a study stands, without starting a job: each run's state, progress and speed, and the GPU hours
+spent against the plan's estimate.
+
+    python -m vicurl.status                                   # the demo (config/demo.yaml) in this folder
+    python -m vicurl.status --configfile config/paper.yaml   # the config files as Snakemake was given them
+        [--workdir DIR] [--csv PATH] [--no-estimate]
+
+Per training run: its state, step t of T and seconds a step (from its ``_work/metrics.jsonl``, one row a
+finished step), the estimated finish of a running run, its last reward and accuracy, and the GPU hours its
+jobs took. Per study and in all: jobs done of planned (train, generate_checkpoint, grade, probe, and
+prompt_stats in all) and the GPU hours spent, against `measurements/gpu_time_estimate.py`'s figure (A100
+hours; for configs of the paper's models). Printed as tables; the runs also go to ``<results>/status.csv``.
+
+A run's state:
+  done      its outputs are there (provenance.json, written last)
+  running   a job of it began and has not ended, and SLURM says the job runs (``sacct``), or a Snakemake
+            holds the run's outputs (``.snakemake/locks``) and is alive on this machine or, seen from
+            another, the run's log changed within ``--stale`` minutes
+  queued    SLURM holds its job (PENDING)
+  stopped   a job of it began and ended without finishing (killed with Snakemake, stopped by a signal,
+            SLURM's time limit): the next job resumes it from its last save
+  failed    its last job failed (Snakemake unmarked it and kept the log, which ends in the error; or SLURM
+            says FAILED, OUT_OF_MEMORY, NODE_FAIL)
+  waiting   nothing of it has run yet
+Snakemake marks a job's outputs incomplete in ``.snakemake/incomplete`` while the job runs (and keeps the
+mark when Snakemake dies with it), with the SLURM job id where the job went to SLURM. GPU hours: SLURM's
+elapsed time times the job's GPUs where SLURM ran the job; else the jobs' own log (every job's first and last
+line) and Snakemake's benchmark files, times the rule's GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+from vicurl import runs as runs_lib
+
+REPO = Path(__file__).resolve().parents[2]
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ")  # a log line's time (vicurl.workflow.setup)
+NEW_JOB = "a new job of this run starts"  # vicurl.workflow.setup's marker between two jobs' lines
+STOPPED = re.compile(r"SIG[A-Z]+: ended verl's loop")  # vicurl.engines.verl.supervise, stopped by a signal
+SLURM_FAILED = {"FAILED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE"}
+
+
+@dataclass
+class RunStatus:
+    study: str
+    model: str
+    setting: str
+    seed: int
+    state: str
+    step: int
+    steps: int
+    s_per_step: float
+    finish: str  # the estimated finish of a running run (local time), else ""
+    reward: float
+    accuracy: float
+    gpu_hours: float
+    slurm_job: str
+
+
+# ---------------------------------------------------------------- the config, Snakemake's and SLURM's records
+
+
+def load_config(configfiles: list[Path]) -> dict[str, Any]:
+    """The config as Snakemake reads it: the files laid over one another in order (nested keys merged),
+    checked, defaults filled; the demo's when none is given."""
+    import yaml
+
+    from vicurl import checks
+
+    def merge(a: dict, b: dict) -> dict:
+        return {**a, **{k: merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
+                        for k, v in b.items()}}
+
+    config: dict[str, Any] = {}
+    for path in configfiles or [REPO / "config" / "demo.yaml"]:
+        config = merge(config, yaml.safe_load(Path(path).read_text()) or {})
+    return checks.read(config, REPO / "config" / "schema.yaml")
+
+
+def incomplete(workdir: Path) -> dict[str, dict]:
+    """Snakemake's incomplete marks: output path -> its record (``external_jobid``: SLURM's job id)."""
+    root = workdir / ".snakemake" / "incomplete"
+    out = {}
+    for folder, _, files in os.walk(root):
+        parts = Path(folder).relative_to(root).parts
+        for name in files:
+            if name == "migration_underway":
+                continue
+            encoded = "".join(p.removeprefix("@") for p in (*parts, name))  # long names are split into folders
+            try:
+                key = base64.urlsafe_b64decode(encoded.encode()).decode()
+                out[key] = json.loads((Path(folder) / name).read_text() or "{}")
+            except (ValueError, UnicodeDecodeError):
+                continue  # not a mark of this Snakemake's
+    return out
+
+
+def locked_outputs(workdir: Path) -> set[str]:
+    """The outputs a Snakemake running in ``workdir`` now has locked (its targets' whole plan)."""
+    out = set()
+    for lock in (workdir / ".snakemake" / "locks").glob("*.output.lock"):
+        out.update(line.strip() for line in lock.read_text().splitlines() if line.strip())
+    return out
+
+
+def sacct(job_ids: Iterable[str]) -> dict[str, tuple[str, float, int]]:
+    """SLURM's record of each job: (state, elapsed seconds, GPUs); empty where there is no SLURM."""
+    ids = sorted({str(j) for j in job_ids if j})
+    if not ids or shutil.which("sacct") is None:
+        return {}
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "--format=JobIDRaw,State,ElapsedRaw,AllocTRES"],
+                         capture_output=True, text=True, timeout=60)
+    records = {}
+    for line in out.stdout.splitlines():
+        job, state, elapsed, tres = (line.split("|") + ["", "", "", ""])[:4]
+        gpus = re.search(r"gres/gpu(?::[^=,]*)?=(\d+)", tres)
+        records[job] = (state.split()[0] if state else "", float(elapsed or 0), int(gpus.group(1)) if gpus else 0)
+    return records
+
+
+# ---------------------------------------------------------------- one run
+
+
+def progress(work: Path) -> list[dict[str, Any]]:
+    """The finished steps' metrics rows of a run's work folder (a resumed job's rows replace the earlier)."""
+    from vicurl.engines import workdir
+
+    by_step: dict[int, dict] = {}
+    path = work / workdir.PROGRESS
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                by_step[int(row["step"])] = row
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def job_seconds(log: Path) -> list[float]:
+    """Each job's seconds in a train log: from its first to its last time-stamped line (jobs are separated
+    by `vicurl.workflow.setup`'s marker)."""
+    if not log.exists():
+        return []
+    jobs: list[list[datetime]] = [[]]
+    for line in log.read_text(errors="replace").splitlines():
+        if NEW_JOB in line:
+            jobs.append([])
+        elif m := STAMP.match(line):
+            jobs[-1].append(datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S"))
+    return [(j[-1] - j[0]).total_seconds() for j in jobs if len(j) > 1]
+
+
+def last_job_end(log: Path) -> str:
+    """How the last job in a train log ended: "stopped" (a signal ended verl's loop: SLURM, a user),
+    "failed" (an error), or "" (no end written: it runs, or was killed with Snakemake)."""
+    last = (log.read_text(errors="replace")[-20000:] if log.exists() else "").split(NEW_JOB)[-1]
+    if STOPPED.search(last):
+        return "stopped"
+    return "failed" if "Traceback (most recent call last)" in last or " ERROR " in last else ""
+
+
+def snakemake_alive(workdir: Path) -> bool | None:
+    """Whether a Snakemake runs in ``workdir`` on this machine (None: cannot tell)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    here = workdir.resolve()
+    for p in psutil.process_iter(["cmdline", "cwd"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or [])
+            if "snakemake" in cmd and "vicurl.status" not in cmd and p.info["cwd"] and Path(p.info["cwd"]) == here:
+                return True
+        except (psutil.Error, OSError):
+            continue
+    return False
+
+
+def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, dict], locked: set[str],
+               slurm: dict[str, tuple[str, float, int]], alive: bool | None, now: float, stale: float) -> RunStatus:
+    R = runs_lib.results_dir(config)
+    out = f"{R}/runs/{run.path}"
+    work, log = workdir / out / "_work", workdir / f"{R}/logs/train/{run.path}.log"
+    rows = progress(work)
+    steps = int(runs_lib.train_settings(config, run)["total_steps"])
+    step = int(rows[-1]["step"]) if rows else 0
+    recent = [float(r["time/step_s"]) for r in rows[-5:] if r.get("time/step_s") is not None]
+    per = sum(recent) / len(recent) if recent else math.nan
+    mark = next((m for key, m in marks.items() if key.startswith(out + "/")), None)
+    job = str((mark or {}).get("external_jobid") or "")
+    state_slurm, elapsed, gpus = slurm.get(job, ("", 0.0, 0))
+    active = [p.stat().st_mtime for p in (log, work / "metrics.jsonl") if p.exists()]
+    recent = bool(active) and now - max(active) < 60 * stale
+    if (workdir / out / "provenance.json").exists():
+        state = "done"
+    elif mark is not None:
+        held = any(k.startswith(out + "/") for k in locked) and (alive if alive is not None else recent)
+        if state_slurm == "PENDING":
+            state = "queued"
+        elif state_slurm == "RUNNING" or (not state_slurm and held):
+            state = "running"
+        else:
+            state = "failed" if state_slurm in SLURM_FAILED else "stopped"
+    elif end := last_job_end(log):
+        state = end
+    elif rows or log.exists():
+        state = "stopped"
+    else:
+        state = "waiting"
+    finish = ""
+    if state == "running" and not math.isnan(per):
+        finish = datetime.fromtimestamp(now + (steps - step) * per).strftime("%Y-%m-%d %H:%M")
+    n_gpus = run_gpus(config, run)
+    hours = (elapsed * gpus if job and gpus else sum(job_seconds(log)) * n_gpus) / 3600
+    last = rows[-1] if rows else {}
+    return RunStatus(run.study, run.model, run.setting, run.seed, state, step, steps, per, finish,
+                     _num(last.get("reward/mean")), _num(last.get("reward/oracle_acc")), hours, job)
+
+
+def run_gpus(config: dict, run: runs_lib.Run) -> int:
+    if config["engine"] != "verl":
+        return 0
+    v = runs_lib.verl_settings(config, run.model)
+    return int(v.n_gpus_per_node) * int(v.nnodes)
+
+
+def _num(x: Any) -> float:
+    return float(x) if isinstance(x, (int, float)) else math.nan
+
+
+# ---------------------------------------------------------------- the other jobs of the plan
+
+
+def planned_jobs(config: dict) -> list[tuple[str, str, str, str, int]]:
+    """(rule, study, output, benchmark file, GPUs) of every generate_checkpoint, grade, probe and
+    prompt_stats job of the plan (the rules' paths: rules/eval.smk, probe.smk, train.smk)."""
+    R = runs_lib.results_dir(config)
+    vllm = config["eval"]["engine"] == "vllm"
+    per_run = config["eval"].get("generate_per") == "run"  # one generation job per run, else per checkpoint
+    jobs, seen = [], set()
+    for study, model, setting, seed, step, _ in runs_lib.evaluations(config):
+        run = runs_lib.Run.of(study, model, setting, seed)
+        o = runs_lib.checkpoint_owner(config, run, step)
+        where = o.path if per_run else f"{o.path}/step{step}"
+        for job in (("generate_checkpoint", o.study, f"{R}/eval/{where}/samples.parquet",
+                     f"{R}/timings/eval/{where}/generate.tsv", int(vllm)),
+                    ("grade", study, f"{R}/eval/{run.path}/graded.parquet", "", 0)):
+            if job[2] not in seen:
+                seen.add(job[2])
+                jobs.append(job)
+    gpu = int(config["engine"] == "verl")
+    jobs += [("probe", run.study, f"{R}/probes/{run.path}/step{step}.json", f"{R}/timings/probes/{run.path}/step{step}.tsv",
+              gpu) for run, step in runs_lib.probes(config)]
+    stats = {(run.model, config["studies"][run.study]["train_set"]) for run in runs_lib.runs(config)
+             if runs_lib.needs_prompt_stats(config, run)}
+    jobs += [("prompt_stats", "", f"{R}/prompt_stats/{m}/{d}.parquet", f"{R}/timings/prompt_stats/{m}/{d}.tsv",
+              int(vllm)) for m, d in sorted(stats)]
+    return jobs
+
+
+def benchmark_seconds(path: Path) -> float:
+    """A finished job's wall seconds, from Snakemake's benchmark file (0 where there is none)."""
+    try:
+        rows = list(csv.DictReader(path.read_text().splitlines(), delimiter="\t"))
+        return float(rows[-1]["s"]) if rows else 0.0
+    except (OSError, KeyError, ValueError):
+        return 0.0
+
+
+# ---------------------------------------------------------------- the plan's estimate
+
+
+def estimate(config: dict, cache: Path) -> tuple[float, dict[str, float]] | None:
+    """`measurements/gpu_time_estimate.py`'s A100 hours of the GPU rules, in all and per study (None where
+    the config's models have no published architecture there), cached by the config and the script."""
+    script = REPO / "measurements" / "gpu_time_estimate.py"
+    key = hashlib.sha256((json.dumps(config, sort_keys=True, default=str) + script.read_text()).encode()).hexdigest()
+    if cache.exists():
+        saved = json.loads(cache.read_text())
+        if saved.get("key") == key:
+            return (saved["total"], saved["studies"]) if saved["total"] is not None else None
+    sys.path.insert(0, str(script.parent))
+    import yaml
+    from gpu_time_estimate import ARCHS, Assumptions, Cpu, plan
+
+    result: tuple[float, dict[str, float]] | None = None
+    if all(m.get("hub_id") in ARCHS for m in config["models"].values()):
+        profile = yaml.safe_load((REPO / "slurm-a100" / "config.yaml").read_text())
+        jobs, _ = plan(config, profile, Assumptions(), Cpu())
+        studies: dict[str, float] = {}
+        for j in jobs:
+            studies[j.study] = studies.get(j.study, 0.0) + j.gpus * j.wall_s / 3600
+        result = (sum(studies.values()), studies)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"key": key, "total": result[0] if result else None,
+                                 "studies": result[1] if result else {}}))
+    return result
+
+
+# ---------------------------------------------------------------- all of it
+
+
+def status(config: dict, workdir: Path, with_estimate: bool = True, stale: float = 30.0) -> dict[str, Any]:
+    """The runs' states and the per-study and overall counts (``main`` prints them); ``stale``: minutes
+    without a line in a run's log after which a locked run seen from another machine counts as stopped."""
+    now = time.time()
+    marks, locked = incomplete(workdir), locked_outputs(workdir)
+    slurm = sacct(m.get("external_jobid") for m in marks.values())
+    alive = snakemake_alive(workdir) if locked else False
+    runs = [run_status(config, run, workdir, marks, locked, slurm, alive, now, stale) for run in runs_lib.runs(config)]
+    studies: dict[str, dict[str, Any]] = {}
+
+    def count(study: str, rule: str, done: bool, hours: float) -> None:
+        for name in (study, "all") if study else ("all",):
+            s = studies.setdefault(name, {"jobs": {}, "gpu_hours": 0.0})
+            planned, finished = s["jobs"].get(rule, (0, 0))
+            s["jobs"][rule] = (planned + 1, finished + int(done))
+            s["gpu_hours"] += hours
+
+    for r in runs:
+        count(r.study, "train", r.state == "done", r.gpu_hours)
+    for rule, study, output, timing, gpus in planned_jobs(config):
+        done = (workdir / output).exists() and output not in marks
+        count(study, rule, done, benchmark_seconds(workdir / timing) * gpus / 3600 if done and gpus else 0.0)
+    est = estimate(config, workdir / runs_lib.results_dir(config) / "status" / "estimate.json") if with_estimate else None
+    return {"runs": runs, "studies": studies, "estimate": est}
+
+
+def _fmt(x: float, spec: str) -> str:
+    return "-" if isinstance(x, float) and math.isnan(x) else format(x, spec)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--configfile", nargs="+", type=Path, default=[], help="the config files, as given to Snakemake")
+    ap.add_argument("--workdir", type=Path, default=Path("."), help="Snakemake's working directory")
+    ap.add_argument("--csv", type=Path, help="the runs' table (default: <results>/status.csv)")
+    ap.add_argument("--no-estimate", action="store_true", help="leave out gpu_time_estimate.py's figure")
+    ap.add_argument("--stale", type=float, default=30.0,
+                    help="minutes without a log line after which a run locked by a Snakemake of another machine "
+                         "counts as stopped")
+    a = ap.parse_args(argv)
+    config = load_config(a.configfile)
+    result = status(config, a.workdir, not a.no_estimate, a.stale)
+    runs = result["runs"]
+    head = f"{'study':<12}{'model':<20}{'setting':<30}{'seed':>5}  {'state':<8}{'step':>10}{'s/step':>9}  {'finish':<17}{'reward':>8}{'acc':>7}{'GPU h':>9}"
+    print(head)
+    for r in runs:
+        print(f"{r.study:<12}{r.model:<20}{r.setting:<30}{r.seed:>5}  {r.state:<8}{f'{r.step}/{r.steps}':>10}"
+              f"{_fmt(r.s_per_step, '.1f'):>9}  {r.finish:<17}{_fmt(r.reward, '.3f'):>8}{_fmt(r.accuracy, '.3f'):>7}"
+              f"{r.gpu_hours:>9.1f}")
+    states = {s: sum(r.state == s for r in runs) for s in ("done", "running", "queued", "stopped", "failed", "waiting")}
+    print("\nruns: " + ", ".join(f"{n} {s}" for s, n in states.items() if n))
+    est = result["estimate"]
+    print(f"\n{'study':<20}{'jobs done / planned':<74}{'GPU h spent':>12}{'estimate':>10}")
+    for name, s in sorted(result["studies"].items(), key=lambda kv: kv[0] == "all"):
+        jobs = ", ".join(f"{rule} {done}/{planned}" for rule, (planned, done) in s["jobs"].items())
+        figure = (est[0] if name == "all" else est[1].get(name, math.nan)) if est else math.nan
+        print(f"{name:<20}{jobs:<74}{s['gpu_hours']:>12.1f}{_fmt(figure, ',.0f'):>10}")
+    if est is None and not a.no_estimate:
+        print("(no estimate: gpu_time_estimate.py knows the paper's models only)")
+    path = a.csv or a.workdir / runs_lib.results_dir(config) / "status.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(RunStatus)])
+        w.writeheader()
+        w.writerows(asdict(r) for r in runs)
+    print(f"\nthe runs' table: {path}")
+
+
+if __name__ == "__main__":
+    main()

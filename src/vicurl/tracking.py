@@ -1,0 +1,74 @@
+"""A run's learning curves while it trains, in the tools researchers already use.
+
+The config key ``loggers`` (default ``[tensorboard]``) names the trackers every training job writes to, each
+step, the metrics row it also appends to ``metrics.jsonl`` (the reward's, the curriculum's beta, kept share
+and weight, the actor's): TensorBoard's event files, and Weights & Biases in its offline mode (``wandb``;
+``wandb sync`` uploads a run later). Both engines log through verl's own ``Tracking``: verl's loop from its
+``trainer.logger``, the local engine (the CPU demo) through the same class. One folder per run under the
+study's results, on the cluster's shared disk, the only thing a tracker needs:
+
+    results/<scenario>/tensorboard/<study>/<model>/<setting>/seed<k>/     tensorboard --logdir results/<scenario>/tensorboard
+    results/<scenario>/wandb/<study>/<model>/<setting>/seed<k>/wandb/     wandb sync results/<scenario>/wandb/.../wandb/offline-run-*
+
+A resumed job logs the steps after its run's last save again: TensorBoard shows the latest value of a step.
+Which trackers a run writes to changes nothing it trains: a changed ``loggers`` reruns no job.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+LOGGERS = ("tensorboard", "wandb")  # config/schema.yaml's `loggers` enum
+PROJECT = "vicurl"  # verl's trainer.project_name (vicurl_ppo_trainer.yaml), W&B's project
+
+
+def folders(config: Mapping[str, Any], run_path: str) -> dict[str, Path]:
+    """Each configured tracker's folder of the run at ``run_path`` (`vicurl.runs.Run.path`)."""
+    from vicurl.runs import results_dir
+
+    return {name: Path(results_dir(config), name, run_path) for name in config.get("loggers", ["tensorboard"])}
+
+
+def environment(folders: Mapping[str, str | Path]) -> dict[str, str]:
+    """The variables that send verl's trackers to ``folders`` (its TensorBoard adapter reads TENSORBOARD_DIR;
+    W&B runs offline, in WANDB_DIR)."""
+    env = {}
+    if "tensorboard" in folders:
+        env["TENSORBOARD_DIR"] = str(Path(folders["tensorboard"]).resolve())
+    if "wandb" in folders:
+        env.update(WANDB_MODE="offline", WANDB_DIR=str(Path(folders["wandb"]).resolve()), WANDB_SILENT="true")
+    return env
+
+
+def verl_loggers(folders: Mapping[str, str | Path]) -> list[str]:
+    """verl's ``trainer.logger``: its console and file loggers (the train log, ``_work/verl_log.jsonl``),
+    then the configured trackers."""
+    return ["console", "file", *folders]
+
+
+class Tracker:
+    """verl's ``Tracking`` over ``folders`` (the local engine's; verl's loop makes its own)."""
+
+    def __init__(self, folders: Mapping[str, str | Path], run_name: str, settings: Mapping[str, Any]):
+        import os
+
+        for path in folders.values():
+            Path(path).mkdir(parents=True, exist_ok=True)
+        os.environ.update(environment(folders))
+        self._tracking = None
+        if folders:
+            from verl.utils.tracking import Tracking
+
+            # the run's config as W&B records it, in the layout verl's Tracking reads (its `trainer` section)
+            config = {"trainer": {"project_name": PROJECT, "experiment_name": run_name}, "vicurl": dict(settings)}
+            self._tracking = Tracking(project_name=PROJECT, experiment_name=run_name, default_backend=list(folders),
+                                      config=config)
+
+    def log(self, metrics: Mapping[str, Any], step: int) -> None:
+        if self._tracking is not None:
+            self._tracking.log(data={k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=step)
+
+    def close(self) -> None:
+        if self._tracking is not None:
+            self._tracking.finish()

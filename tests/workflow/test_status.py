@@ -1,0 +1,85 @@
+"""`python -m vicurl.status` on real runs of the smoke config: a run training (running), the same run after
+Snakemake was killed with it (stopped), a run whose job failed (failed), the others (waiting); the finished
+DAG's runs (done) are read in tests/workflow/test_workflow.py, the CPU rehearsal's verl runs, interrupted and
+finished, in tests/gpu_path/test_gpu_smoke_on_cpu.py. The paper's plan: how long the command takes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from vicurl import status
+
+from harness import DEMO_CONFIG, PAPER_CONFIG, SMOKE_CONFIG, snakemake, snakemake_cmd
+
+RUN = "main/tiny/{}/seed0"
+
+
+def states(config, workdir) -> dict[str, status.RunStatus]:
+    return {f"{r.study}/{r.model}/{r.setting}/seed{r.seed}": r for r in status.status(config, workdir, False)["runs"]}
+
+
+@pytest.mark.slow
+def test_running_stopped_failed_and_waiting_runs_are_told_apart(tmp_path):
+    longer = tmp_path / "longer.yaml"
+    # long enough to be caught training (the mechanism study continues main's runs: longer still)
+    longer.write_text("studies: {main: {train: {total_steps: 60}}, mechanism: {train: {total_steps: 62}}}\n")
+    configs = [DEMO_CONFIG, SMOKE_CONFIG, longer]
+    config = status.load_config(configs)
+    res = tmp_path / "results" / "smoke"
+    built = snakemake(tmp_path, "--cores", "1", "results/smoke/models/tiny/base", "results/smoke/data/arith_train.parquet",
+                      configs=configs)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert {r.state for r in states(config, tmp_path).values()} == {"waiting"}
+
+    # a Snakemake training one run, in a process group of its own (as in a terminal)
+    target = f"results/smoke/runs/{RUN.format('oracle-vicurl')}/metrics.jsonl"
+    with open(tmp_path / "snakemake.log", "w") as log:
+        proc = subprocess.Popen(snakemake_cmd(tmp_path, "--cores", "1", target, configs=configs), cwd=tmp_path,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    progress = res / "runs" / RUN.format("oracle-vicurl") / "_work" / "metrics.jsonl"
+    deadline = time.time() + 600
+    while not (progress.exists() and len(progress.read_text().splitlines()) >= 3):
+        assert proc.poll() is None and time.time() < deadline, (tmp_path / "snakemake.log").read_text()[-3000:]
+        time.sleep(0.5)
+    run = states(config, tmp_path)[RUN.format("oracle-vicurl")]
+    assert run.state == "running" and 3 <= run.step < run.steps == 60, run
+    assert run.s_per_step > 0 and run.finish and 0 <= run.accuracy <= 1, run
+
+    # Snakemake killed with its job (SIGKILL: nothing cleans up, its locks and the run's mark stay)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert list((tmp_path / ".snakemake" / "locks").glob("*.lock"))
+    run = states(config, tmp_path)[RUN.format("oracle-vicurl")]
+    assert run.state == "stopped" and run.step >= 3, run
+
+    # another run's job fails: its base model's weights are gone
+    unlocked = snakemake(tmp_path, "--unlock", configs=configs)
+    assert unlocked.returncode == 0, unlocked.stderr[-3000:]
+    (res / "models" / "tiny" / "base" / "model.safetensors").unlink()
+    failed = snakemake(tmp_path, "--cores", "1", f"results/smoke/runs/{RUN.format('oracle-none')}/metrics.jsonl",
+                       configs=configs)
+    assert failed.returncode != 0
+    now = states(config, tmp_path)
+    assert now[RUN.format("oracle-none")].state == "failed"
+    assert now[RUN.format("oracle-vicurl")].state == "stopped"
+    assert {r.state for k, r in now.items() if k not in (RUN.format("oracle-none"), RUN.format("oracle-vicurl"))} \
+        == {"waiting"}
+
+
+def test_the_papers_plan_takes_a_second_or_two(tmp_path):
+    """The 2,720-job plan of config/paper.yaml, nothing run: every run waiting, every job planned, the
+    estimate's A100 hours (cached after the first call); the command's time is measured in
+    docs/monitoring.md, not asserted here."""
+    out = subprocess.run([sys.executable, "-m", "vicurl.status", "--configfile", str(PAPER_CONFIG)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    total = next(line for line in out.stdout.splitlines() if line.startswith("all "))
+    assert "train 0/295" in total and "generate_checkpoint 0/2005" in total and "probe 0/26" in total, total
+    assert total.split()[-1].replace(",", "").isdigit()  # the estimate
+    assert "runs: 295 waiting" in out.stdout
