@@ -31,7 +31,7 @@ from vicurl.curriculum.schedules import linear_beta
 from vicurl.engines.verl.hook import read_metrics
 from vicurl.settings import TrainSettings
 
-from harness import alive, tensorboard_scalars
+from harness import alive, long_folder, tensorboard_scalars
 
 pytestmark = pytest.mark.verl_fit
 
@@ -339,11 +339,14 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
     and old-policy pass), and the update trains on them. (verl's fit raised KeyError 'mfu' at the first
     replay before the replay batch carried global_token_num.) With 8 agent-loop workers, as on a GPU:
     verl splits a replay's r x G rows into 8 equal chunks (`trainer.generate_in_equal_chunks` pads them)
-    and spreads them over the replicas, every one of which samples from the actor's weights."""
+    and spreads them over the replicas, every one of which samples from the actor's weights. Under a
+    100-character TMPDIR, as SLURM's per-job ones can be: Ray's and vLLM's sockets go through the
+    launcher's short link (`vicurl.vllm_env.short_sockets`)."""
     settings = {**BASE, "total_steps": 3, "reward": "oracle", "curriculum": "vcrl",
                 "curriculum_params": {"switch_step": 1}, "export_steps": [3]}
     eight = {"overrides": ["actor_rollout_ref.rollout.agent.num_workers=8"]}  # verl's default on a GPU
-    rc, log, _ = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set, verl=eight, ranks=4)
+    rc, log, _ = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set, verl=eight, ranks=4,
+                             env={"TMPDIR": long_folder(tmp_path, 100)})
     assert rc == 0, log[-4000:]
     assert "model_world_size_4_rank_3.pt" in {p.name for p in (tmp_path / "vcrl").rglob("model_world_size_*")}
     rows = read_metrics(tmp_path / "vcrl" / "metrics.jsonl")
