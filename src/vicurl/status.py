@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from vicurl import runs as runs_lib
+from vicurl.engines import workdir as workdir_lib
 
 REPO = Path(__file__).resolve().parents[2]
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ")  # a log line's time (vicurl.workflow.setup)
@@ -137,20 +138,6 @@ def sacct(job_ids: Iterable[str]) -> dict[str, tuple[str, float, int]]:
 # ---------------------------------------------------------------- one run
 
 
-def progress(work: Path) -> list[dict[str, Any]]:
-    """The finished steps' metrics rows of a run's work folder (a resumed job's rows replace the earlier)."""
-    from vicurl.engines import workdir
-
-    by_step: dict[int, dict] = {}
-    path = work / workdir.PROGRESS
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                by_step[int(row["step"])] = row
-    return [by_step[s] for s in sorted(by_step)]
-
-
 def job_seconds(log: Path) -> list[float]:
     """Each job's seconds in a train log: from its first to its last time-stamped line (jobs are separated
     by `vicurl.workflow.setup`'s marker)."""
@@ -196,7 +183,7 @@ def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, 
     R = runs_lib.results_dir(config)
     out = f"{R}/runs/{run.path}"
     work, log = workdir / out / "_work", workdir / f"{R}/logs/train/{run.path}.log"
-    rows = progress(work)
+    rows = workdir_lib.read_metrics(work / workdir_lib.PROGRESS)
     steps = int(runs_lib.train_settings(config, run)["total_steps"])
     step = int(rows[-1]["step"]) if rows else 0
     recent = [float(r["time/step_s"]) for r in rows[-5:] if r.get("time/step_s") is not None]
@@ -204,7 +191,7 @@ def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, 
     mark = next((m for key, m in marks.items() if key.startswith(out + "/")), None)
     job = str((mark or {}).get("external_jobid") or "")
     state_slurm, elapsed, gpus = slurm.get(job, ("", 0.0, 0))
-    active = [p.stat().st_mtime for p in (log, work / "metrics.jsonl") if p.exists()]
+    active = [p.stat().st_mtime for p in (log, work / workdir_lib.PROGRESS) if p.exists()]
     recent = bool(active) and now - max(active) < 60 * stale
     if (workdir / out / "provenance.json").exists():
         state = "done"

@@ -55,3 +55,16 @@ def prepare(work_dir: str | Path, settings: Mapping[str, Any]) -> str:
 def mark_published(work_dir: str | Path) -> None:
     """The job's last act: its outputs are published (a later job of this run is a retrain)."""
     write_json(Path(work_dir) / PUBLISHED, {"published_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """A run's metrics file, its progress file (``PROGRESS``) included, of a possibly resumed run: the last
+    record of each step, in step order."""
+    by_step: dict[int, dict[str, Any]] = {}
+    p = Path(path)
+    if p.exists():
+        for line in p.read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                by_step[int(rec["step"])] = rec
+    return [by_step[s] for s in sorted(by_step)]

@@ -36,6 +36,7 @@ from vicurl.algos.grpo import outcome_to_token_rewards
 from vicurl.checks import verl_refusal
 from vicurl.curriculum import Batch, Selection, make_curriculum
 from vicurl.engines import step as engine_step
+from vicurl.engines.workdir import read_metrics  # noqa: F401 (the progress file's reader, also here)
 from vicurl.sampling import decode_responses
 from vicurl.settings import TrainSettings
 
@@ -342,14 +343,3 @@ class Hook:
         self.pending = None
         return rec
 
-
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The metrics file of a (possibly resumed) run: the last record of each step, in step order."""
-    by_step: dict[int, dict[str, Any]] = {}
-    p = Path(path)
-    if p.exists():
-        for line in p.read_text().splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                by_step[int(rec["step"])] = rec
-    return [by_step[s] for s in sorted(by_step)]
