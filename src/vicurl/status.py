@@ -81,16 +81,13 @@ def load_config(configfiles: list[Path]) -> dict[str, Any]:
     """The config as Snakemake reads it: the files laid over one another in order (nested keys merged),
     checked, defaults filled; the demo's when none is given."""
     import yaml
+    from snakemake.utils import update_config
 
     from vicurl import checks
 
-    def merge(a: dict, b: dict) -> dict:
-        return {**a, **{k: merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
-                        for k, v in b.items()}}
-
     config: dict[str, Any] = {}
     for path in configfiles or [REPO / "config" / "demo.yaml"]:
-        config = merge(config, yaml.safe_load(Path(path).read_text()) or {})
+        update_config(config, yaml.safe_load(Path(path).read_text()) or {})
     return checks.read(config, REPO / "config" / "schema.yaml")
 
 

@@ -32,6 +32,7 @@ from vicurl import runs as runs_lib
 from vicurl.algos.grpo import grpo_loss, loss_config
 from vicurl.engines import local as local_engine
 from vicurl.engines import rollout as rollout_engine
+from vicurl.engines import workdir
 from vicurl.engines.local import LocalTrainer
 from vicurl.engines.step import sequence_weights
 from vicurl.engines.verl import hook as hook_lib
@@ -528,7 +529,7 @@ def test_verl_dataset_format(char_model_dir, tmp_path):
 def test_metrics_file_keeps_the_last_record_of_each_step(tmp_path):
     p = tmp_path / "m.jsonl"
     p.write_text('{"step": 1, "a": 1}\n{"step": 2, "a": 2}\n{"step": 2, "a": 3}\n')  # step 2 rerun after a resume
-    assert hook_lib.read_metrics(p) == [{"step": 1, "a": 1}, {"step": 2, "a": 3}]
+    assert workdir.read_metrics(p) == [{"step": 1, "a": 1}, {"step": 2, "a": 3}]
 
 
 def test_save_freq_is_save_every_and_the_trainer_saves_the_other_evaluated_steps():

@@ -28,7 +28,7 @@ import torch
 from vicurl.algos.confidence import group_mean, normalized_uncertainty
 from vicurl.algos.grpo import grpo_loss, loss_config
 from vicurl.curriculum.schedules import linear_beta
-from vicurl.engines.verl.hook import read_metrics
+from vicurl.engines.workdir import read_metrics
 from vicurl.settings import TrainSettings
 
 from harness import alive, long_folder, tensorboard_scalars

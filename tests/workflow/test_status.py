@@ -72,7 +72,7 @@ def test_running_stopped_failed_and_waiting_runs_are_told_apart(tmp_path):
         == {"waiting"}
 
 
-def test_the_papers_plan_takes_a_second_or_two(tmp_path):
+def test_the_papers_plan_is_read_without_running_a_job(tmp_path):
     """The 2,720-job plan of config/paper.yaml, nothing run: every run waiting, every job planned, the
     estimate's A100 hours (cached after the first call); the command's time is measured in
     docs/monitoring.md, not asserted here."""

@@ -36,7 +36,6 @@ from vicurl.algos.grpo import outcome_to_token_rewards
 from vicurl.checks import verl_refusal
 from vicurl.curriculum import Batch, Selection, make_curriculum
 from vicurl.engines import step as engine_step
-from vicurl.engines.workdir import read_metrics  # noqa: F401 (the progress file's reader, also here)
 from vicurl.sampling import decode_responses
 from vicurl.settings import TrainSettings
 

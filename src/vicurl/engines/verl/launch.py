@@ -229,6 +229,7 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
     dies, the job is stopped or (``exit_with_parent``) the job's parent ends. The overrides: ``<work>/verl_overrides.json``."""
     from transformers import AutoConfig
 
+    from vicurl.engines import workdir
     from vicurl.engines.verl import supervise
     from vicurl.io import write_json
 
@@ -245,7 +246,7 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
     env.update(vicurl_tracking.environment(tracking or {}))
     with vllm_env.short_sockets(env, ray=True) as sockets:
         supervise.run([sys.executable, "-m", "vicurl.engines.verl.fit", str(work / "verl_overrides.json")],
-                      env={**env, **sockets}, progress=work / "metrics.jsonl", step_timeout=60 * float(v.step_timeout),
+                      env={**env, **sockets}, progress=work / workdir.PROGRESS, step_timeout=60 * float(v.step_timeout),
                       exit_with_parent=exit_with_parent)
 
 
@@ -276,7 +277,7 @@ def worker_pythonpath() -> str:
 
 def publish(work_dir: str | Path, export_steps, checkpoints: str | Path, metrics: str | Path) -> None:
     """Copy ``<work>/exports/step{N}`` to ``checkpoints/step{N}`` and write ``metrics.jsonl``."""
-    from vicurl.engines.verl.hook import read_metrics
+    from vicurl.engines.workdir import PROGRESS, read_metrics
     from vicurl.io import write_text
 
     for step in export_steps:
@@ -284,7 +285,7 @@ def publish(work_dir: str | Path, export_steps, checkpoints: str | Path, metrics
         if not src.exists():
             raise RuntimeError(f"no export for step {step} in {src}")
         export.copy_export(src, Path(checkpoints) / f"step{step}")
-    write_text(metrics, "".join(json.dumps(m, sort_keys=True) + "\n" for m in read_metrics(Path(work_dir) / "metrics.jsonl")))
+    write_text(metrics, "".join(json.dumps(m, sort_keys=True) + "\n" for m in read_metrics(Path(work_dir) / PROGRESS)))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -70,6 +70,7 @@ from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_response_mask
 from verl.utils import tensordict_utils as tu
 from verl.utils.metric import reduce_metrics
 
+from vicurl.engines import workdir
 from vicurl.engines.verl import export
 from vicurl.engines.verl.hook import Hook, rollout_agreement
 from vicurl.engines.verl.rollout_seeds import SeededRollouts
@@ -133,7 +134,7 @@ class VICuRLTrainer(RayPPOTrainer):
             stats = pd.read_parquet(cfg.prompt_stats) if cfg.get("prompt_stats") else None
             hook = Hook(settings, schema.read(cfg.train_set), self.tokenizer, int(cfg.vocab_size),
                         total_steps=int(settings.total_steps),
-                        metrics_path=Path(cfg.work_dir) / "metrics.jsonl", prompt_stats=stats)
+                        metrics_path=Path(cfg.work_dir) / workdir.PROGRESS, prompt_stats=stats)
             self._hook = hook
             from vicurl.grading import symbolic
 
