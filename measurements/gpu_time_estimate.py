@@ -2,7 +2,7 @@
 
 The work of each job follows from config/paper.yaml (the same run, evaluation and probe lists
 as the workflow: ``vicurl.runs``) and the models' real architectures (parameter counts from
-transformers configs built on the meta device, no download). Time = work / throughput, with
+their published transformers configs, no download). Time = work / throughput, with
 the throughputs stated below as assumptions (each a command-line option):
 
 * FLOPs per token: 2 N forward, 6 N forward + backward, N the parameters a token's matmuls use
@@ -96,18 +96,19 @@ def model_classes(kind: str) -> tuple[type, type]:
 
 
 def arch_of(kind: str, kw: dict) -> Arch:
-    import torch
-
-    cfg_cls, model_cls = model_classes(kind)
-    cfg = cfg_cls(**kw)
-    with torch.device("meta"):
-        model = model_cls(cfg)
-    total = sum(p.numel() for p in model.parameters())  # tied embeddings counted once
-    embed = model.get_input_embeddings().weight.numel()
-    n_flop = total if cfg.tie_word_embeddings else total - embed  # the tied matrix is the LM head's matmul
-    return Arch(float(n_flop), float(total), cfg.num_hidden_layers,
-                cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads),
-                float(cfg.hidden_size * cfg.vocab_size))
+    """The sizes of an ``ARCHS`` architecture, counted from its config the way transformers lays out its
+    Qwen2 and Llama decoders (tests/unit/test_gpu_time_estimate.py checks the count against the model
+    classes built on the meta device): by arithmetic, because importing transformers would take most of
+    the status command's time."""
+    h, inter, layers, vocab = kw["hidden_size"], kw["intermediate_size"], kw["num_hidden_layers"], kw["vocab_size"]
+    head_dim = h // kw["num_attention_heads"]
+    kv = kw["num_key_value_heads"] * head_dim
+    bias = (h + 2 * kv) if kind == "qwen2" else 0  # Qwen2's q, k and v projections carry biases, Llama's none
+    layer = h * h + 2 * h * kv + h * h + bias + 3 * h * inter + 2 * h  # q, k, v, o; gate, up, down; two norms
+    embed = vocab * h
+    n_flop = layers * layer + h + embed  # the decoder, the final norm, the LM head's matmul (tied or not)
+    total = n_flop + (0 if kw["tie_word_embeddings"] else embed)  # a tied matrix counted once
+    return Arch(float(n_flop), float(total), layers, kw["num_attention_heads"] * head_dim, float(h * vocab))
 
 
 @dataclass
@@ -282,8 +283,8 @@ def kept_share(s: dict, start: int = 0) -> float:
     trains: a beta-share curriculum's beta_t (VI-CuRL: 0.6 over a linear 0.2 -> 1 schedule), when
     dropped prompts leave the batch (``train.skip_dropped``, one optimizer step per batch); else 1."""
     from vicurl.curriculum import make_curriculum
+    from vicurl.curriculum.schedules import curriculum_steps
     from vicurl.curriculum.share import ShareCurriculum
-    from vicurl.engines.step import curriculum_steps
 
     cur = make_curriculum(s["curriculum"], s.get("curriculum_params") or {})
     one_step = s.get("mini_batch_size") in (None, s["batch_size"])

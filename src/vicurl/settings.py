@@ -31,7 +31,7 @@ class TrainSettings:
     """Training settings of one run (defaults: the paper's hyperparameter table)."""
 
     total_steps: int
-    curriculum_steps: int | None = None  # the curriculum schedule's span; None = total_steps (engine_step.curriculum_steps)
+    curriculum_steps: int | None = None  # the curriculum schedule's span; None = total_steps (schedules.curriculum_steps)
     batch_size: int = 128  # prompts per step
     group_size: int = 8  # G
     lr: float = 3e-6

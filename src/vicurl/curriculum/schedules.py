@@ -9,6 +9,13 @@ from __future__ import annotations
 SCHEDULES = ("linear", "constant")
 
 
+def curriculum_steps(total_steps: int, curriculum_steps: int | None = None) -> int:
+    """The steps the curriculum's schedule spans (the T of T_curr = fraction T): the run's own,
+    or, for a run continuing another (`vicurl.runs`), the source run's: beta_t reaches 1 where the
+    source run ends and stays there."""
+    return int(curriculum_steps or total_steps)
+
+
 def linear_beta(step: int, total_steps: int, beta_start: float, beta_end: float, fraction: float = 1.0) -> float:
     """beta_t linear from beta_start at step 1 to beta_end at step T_curr, then flat."""
     t_curr = max(1, round(fraction * total_steps))

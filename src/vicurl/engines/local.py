@@ -27,7 +27,7 @@ from transformers import AutoTokenizer
 
 from vicurl import devices
 from vicurl.algos.grpo import grpo_loss, loss_config
-from vicurl.curriculum import make_curriculum
+from vicurl.curriculum import make_curriculum, schedules
 from vicurl.engines import step as engine_step
 from vicurl.engines import workdir
 from vicurl.engines.rollout import RolloutScorer, load_models, sequence_logprobs
@@ -280,7 +280,7 @@ def _comparable(settings: dict[str, Any]) -> str:
     run trains and what it saves, with the curriculum's span resolved (continued runs: `fork`)."""
     out = {k: v for k, v in settings.items()
            if k not in ("save_every", "keep_checkpoints", "export_steps", "total_steps", "curriculum_steps")}
-    out["curriculum_steps"] = engine_step.curriculum_steps(settings["total_steps"], settings.get("curriculum_steps"))
+    out["curriculum_steps"] = schedules.curriculum_steps(settings["total_steps"], settings.get("curriculum_steps"))
     return json.dumps(out, sort_keys=True, default=list)
 
 

@@ -27,7 +27,7 @@ from verl.utils.torch_functional import logprobs_from_logits
 from vicurl import devices
 from vicurl import rewards as reward_sources
 from vicurl.algos.confidence import logprobs_and_entropy
-from vicurl.curriculum import Batch
+from vicurl.curriculum import Batch, schedules
 from vicurl.engines import step as engine_step
 from vicurl.sampling import Rollouts, sample
 from vicurl.settings import TrainSettings
@@ -129,7 +129,7 @@ class RolloutScorer:
         if len(self.row_of) != len(self.ids):
             raise ValueError("training set ids are not unique")
         self.vocab_size = policy.get_output_embeddings().weight.shape[0]
-        self.curriculum_steps = engine_step.curriculum_steps(settings.total_steps, settings.curriculum_steps)
+        self.curriculum_steps = schedules.curriculum_steps(settings.total_steps, settings.curriculum_steps)
         self._sampler = None  # the bf16 copy rollouts are drawn from on CUDA (``sampling_model``)
 
     def sampling_model(self):

@@ -9,7 +9,6 @@ prompt 1, ...), their response masks and pi_old's per-token entropies:
 ``sequence_weights`` per-sequence loss weights w_j / beta-hat_t (zero for prompts the reward drops)
 ``rollout_metrics``  the per-step rollout metrics of ``metrics.jsonl``
 ``batch_indices``    the engines' default data order (a seeded permutation per epoch)
-``curriculum_steps`` the steps a run's curriculum schedule spans
 
 The local engine (`vicurl.engines.local`) and the verl engine (`vicurl.engines.verl`) call
 exactly these; only the drivers around them differ.
@@ -101,12 +100,6 @@ def reward_bounded(reward: str) -> bool:
     entropy does not; VCRL and AdaRFT then map them as its paper says)."""
     return methods.reward(reward).bounded
 
-
-def curriculum_steps(total_steps: int, curriculum_steps: int | None = None) -> int:
-    """The steps the curriculum's schedule spans (the T of T_curr = fraction T): the run's own,
-    or, for a run continuing another (`vicurl.runs`), the source run's: beta_t reaches 1 where the
-    source run ends and stays there."""
-    return int(curriculum_steps or total_steps)
 
 
 def curriculum_batch(scored: Scored, lengths: torch.Tensor, prompt_ids: list[str], step: int, total_steps: int,

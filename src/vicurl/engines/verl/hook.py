@@ -34,7 +34,7 @@ import torch
 from vicurl import rewards as reward_sources
 from vicurl.algos.grpo import outcome_to_token_rewards
 from vicurl.checks import verl_refusal
-from vicurl.curriculum import Batch, Selection, make_curriculum
+from vicurl.curriculum import Batch, Selection, make_curriculum, schedules
 from vicurl.engines import step as engine_step
 from vicurl.sampling import decode_responses
 from vicurl.settings import TrainSettings
@@ -177,7 +177,7 @@ class Hook:
         self.kl_on = float(s.kl_coef) > 0
         self.seed = int(s.seed)
         self.total_steps = int(total_steps)
-        self.curriculum_steps = engine_step.curriculum_steps(total_steps, s.curriculum_steps)
+        self.curriculum_steps = schedules.curriculum_steps(total_steps, s.curriculum_steps)
         self.tokenizer = tokenizer
         self.vocab_size = int(vocab_size)
         self.metrics_path = Path(metrics_path) if metrics_path else None

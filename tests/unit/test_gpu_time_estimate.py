@@ -1,0 +1,45 @@
+"""measurements/gpu_time_estimate.py's architecture sizes: its arithmetic against transformers' own model
+classes, and the plan's estimate without importing transformers or verl (the status command calls it: they would
+take most of its time)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from harness import REPO
+
+sys.path.insert(0, str(REPO / "measurements"))
+from gpu_time_estimate import ARCHS, REDUCED, arch_of, model_classes  # noqa: E402
+
+
+@pytest.mark.parametrize("kind, kw", [*ARCHS.values(), REDUCED], ids=[*ARCHS, "reduced"])
+def test_the_counted_sizes_are_the_model_classes(kind, kw):
+    """Parameters in all (a tied matrix once), parameters a token's matmuls use (all but the input
+    embedding; a tied matrix is the LM head's), attention width and the LM head's size, as in the model
+    transformers builds from the published config."""
+    cfg_cls, model_cls = model_classes(kind)
+    cfg = cfg_cls(**kw)
+    with torch.device("meta"):
+        model = model_cls(cfg)
+    total = sum(p.numel() for p in model.parameters())
+    embed = model.get_input_embeddings().weight.numel()
+    a = arch_of(kind, kw)
+    assert a.n_total == total
+    assert a.n_flop == (total if cfg.tie_word_embeddings else total - embed)
+    assert a.width == model.model.layers[0].self_attn.q_proj.out_features
+    assert a.head == model.lm_head.weight.numel() and a.layers == cfg.num_hidden_layers
+
+
+def test_the_papers_estimate_imports_neither_transformers_nor_verl():
+    code = ("import sys, yaml; sys.path.insert(0, 'measurements');"
+            "from gpu_time_estimate import Assumptions, Cpu, load_config, plan;"
+            "from pathlib import Path;"
+            "jobs, _ = plan(load_config(Path('config/paper.yaml')), yaml.safe_load(open('slurm-a100/config.yaml')),"
+            " Assumptions(), Cpu());"
+            "assert jobs and not {'transformers', 'verl'} & set(sys.modules), sorted(sys.modules)[:50]")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
