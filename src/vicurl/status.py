@@ -23,9 +23,10 @@ A run's state:
             says FAILED, OUT_OF_MEMORY, NODE_FAIL)
   waiting   nothing of it has run yet
 Snakemake marks a job's outputs incomplete in ``.snakemake/incomplete`` while the job runs (and keeps the
-mark when Snakemake dies with it), with the SLURM job id where the job went to SLURM. GPU hours: SLURM's
-elapsed time times the job's GPUs where SLURM ran the job; else the jobs' own log (every job's first and last
-line) and Snakemake's benchmark files, times the rule's GPUs.
+mark when Snakemake dies with it), with the SLURM job id from the submission until the job starts (then the
+job's own Snakemake marks them again, without it); a job SLURM runs names its id in the run's log. GPU hours,
+per job: SLURM's elapsed time times the GPUs it gave the job where SLURM ran it; else the job's own lines
+in the log (first to last) and Snakemake's benchmark files, times the rule's GPUs.
 """
 
 from __future__ import annotations
@@ -51,9 +52,10 @@ from vicurl import runs as runs_lib
 from vicurl.engines import workdir as workdir_lib
 
 REPO = Path(__file__).resolve().parents[2]
-STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ")  # a log line's time (vicurl.workflow.setup)
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ", re.M)  # a log line's time (vicurl.workflow.setup)
 NEW_JOB = "a new job of this run starts"  # vicurl.workflow.setup's marker between two jobs' lines
 STOPPED = re.compile(r"SIG[A-Z]+: ended verl's loop")  # vicurl.engines.verl.supervise, stopped by a signal
+SLURM_JOB = re.compile(r" vicurl INFO SLURM job (\d+)$", re.M)  # vicurl.workflow.setup, in a job SLURM runs
 SLURM_FAILED = {"FAILED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE"}
 
 
@@ -135,27 +137,31 @@ def sacct(job_ids: Iterable[str]) -> dict[str, tuple[str, float, int]]:
 # ---------------------------------------------------------------- one run
 
 
-def job_seconds(log: Path) -> list[float]:
-    """Each job's seconds in a train log: from its first to its last time-stamped line (jobs are separated
-    by `vicurl.workflow.setup`'s marker)."""
+@dataclass
+class LogJob:
+    """One job of a run, as its train log tells it (`vicurl.workflow.setup` separates the jobs' lines)."""
+    seconds: float  # from its first to its last time-stamped line
+    slurm_job: str  # the SLURM job it ran as ("" where SLURM did not run it)
+    end: str  # "stopped" (a signal ended verl's loop: SLURM, a user), "failed" (an error), or "" (no end
+    #          written: it runs, or was killed with Snakemake)
+
+
+def log_jobs(log: Path) -> list[LogJob]:
+    """Each job of a train log, in order."""
     if not log.exists():
         return []
-    jobs: list[list[datetime]] = [[]]
-    for line in log.read_text(errors="replace").splitlines():
-        if NEW_JOB in line:
-            jobs.append([])
-        elif m := STAMP.match(line):
-            jobs[-1].append(datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S"))
-    return [(j[-1] - j[0]).total_seconds() for j in jobs if len(j) > 1]
-
-
-def last_job_end(log: Path) -> str:
-    """How the last job in a train log ended: "stopped" (a signal ended verl's loop: SLURM, a user),
-    "failed" (an error), or "" (no end written: it runs, or was killed with Snakemake)."""
-    last = (log.read_text(errors="replace")[-20000:] if log.exists() else "").split(NEW_JOB)[-1]
-    if STOPPED.search(last):
-        return "stopped"
-    return "failed" if "Traceback (most recent call last)" in last or " ERROR " in last else ""
+    jobs = []
+    for text in log.read_text(errors="replace").split(NEW_JOB):
+        stamps = STAMP.findall(text)
+        times = [datetime.strptime(t, "%Y-%m-%d %H:%M:%S") for t in (stamps[:1] + stamps[-1:])]
+        slurm = SLURM_JOB.search(text)
+        tail = text[-20000:]
+        end = "stopped" if STOPPED.search(tail) else (
+            "failed" if "Traceback (most recent call last)" in tail or " ERROR " in tail else "")
+        if stamps or slurm:
+            jobs.append(LogJob((times[-1] - times[0]).total_seconds() if times else 0.0,
+                               slurm.group(1) if slurm else "", end))
+    return jobs
 
 
 def snakemake_alive(workdir: Path) -> bool | None:
@@ -176,7 +182,9 @@ def snakemake_alive(workdir: Path) -> bool | None:
 
 
 def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, dict], locked: set[str],
-               slurm: dict[str, tuple[str, float, int]], alive: bool | None, now: float, stale: float) -> RunStatus:
+               slurm: dict[str, tuple[str, float, int]], jobs: list[LogJob], alive: bool | None, now: float,
+               stale: float) -> RunStatus:
+    """One run's row; ``jobs``: its train log's jobs (`log_jobs`), ``slurm``: SLURM's record (`sacct`)."""
     R = runs_lib.results_dir(config)
     out = f"{R}/runs/{run.path}"
     work, log = workdir / out / "_work", workdir / f"{R}/logs/train/{run.path}.log"
@@ -186,8 +194,8 @@ def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, 
     recent = [float(r["time/step_s"]) for r in rows[-5:] if r.get("time/step_s") is not None]
     per = sum(recent) / len(recent) if recent else math.nan
     mark = next((m for key, m in marks.items() if key.startswith(out + "/")), None)
-    job = str((mark or {}).get("external_jobid") or "")
-    state_slurm, elapsed, gpus = slurm.get(job, ("", 0.0, 0))
+    job = current_slurm_job(out, marks, jobs)
+    state_slurm = slurm.get(job, ("", 0.0, 0))[0]
     active = [p.stat().st_mtime for p in (log, work / workdir_lib.PROGRESS) if p.exists()]
     recent = bool(active) and now - max(active) < 60 * stale
     if (workdir / out / "provenance.json").exists():
@@ -200,8 +208,10 @@ def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, 
             state = "running"
         else:
             state = "failed" if state_slurm in SLURM_FAILED else "stopped"
-    elif end := last_job_end(log):
-        state = end
+    elif state_slurm in SLURM_FAILED:  # the job's own Snakemake unmarked it (a kill leaves no error in the log)
+        state = "failed"
+    elif jobs and jobs[-1].end:
+        state = jobs[-1].end
     elif rows or log.exists():
         state = "stopped"
     else:
@@ -209,11 +219,23 @@ def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, 
     finish = ""
     if state == "running" and not math.isnan(per):
         finish = datetime.fromtimestamp(now + (steps - step) * per).strftime("%Y-%m-%d %H:%M")
+    # each job's GPU hours: SLURM's elapsed time times the GPUs it gave the job, else the log's times the rule's
     n_gpus = run_gpus(config, run)
-    hours = (elapsed * gpus if job and gpus else sum(job_seconds(log)) * n_gpus) / 3600
+    seconds = 0.0
+    for j in jobs:
+        _, elapsed, gpus = slurm.get(j.slurm_job, ("", 0.0, 0))
+        seconds += elapsed * gpus if gpus else j.seconds * n_gpus
     last = rows[-1] if rows else {}
     return RunStatus(run.study, run.model, run.setting, run.seed, state, step, steps, per, finish,
-                     _num(last.get("reward/mean")), _num(last.get("reward/oracle_acc")), hours, job)
+                     _num(last.get("reward/mean")), _num(last.get("reward/oracle_acc")), seconds / 3600, job)
+
+
+def current_slurm_job(out: str, marks: dict[str, dict], jobs: list[LogJob]) -> str:
+    """The SLURM job id of a run's last job ("" where none): Snakemake's incomplete mark holds it from the
+    submission until the job starts, when the job's own Snakemake marks the outputs again (on the shared
+    disk) without it; the job's log names it from then on."""
+    submitted = [str(m["external_jobid"]) for key, m in marks.items() if key.startswith(out + "/") and m.get("external_jobid")]
+    return submitted[0] if submitted else (jobs[-1].slurm_job if jobs else "")
 
 
 def run_gpus(config: dict, run: runs_lib.Run) -> int:
@@ -304,9 +326,13 @@ def status(config: dict, workdir: Path, with_estimate: bool = True, stale: float
     without a line in a run's log after which a locked run seen from another machine counts as stopped."""
     now = time.time()
     marks, locked = incomplete(workdir), locked_outputs(workdir)
-    slurm = sacct(m.get("external_jobid") for m in marks.values())
+    R = runs_lib.results_dir(config)
+    plan = runs_lib.runs(config)
+    logs = {run.path: log_jobs(workdir / f"{R}/logs/train/{run.path}.log") for run in plan}
+    slurm = sacct([str(m["external_jobid"]) for m in marks.values() if m.get("external_jobid")]
+                  + [j.slurm_job for jobs in logs.values() for j in jobs])
     alive = snakemake_alive(workdir) if locked else False
-    runs = [run_status(config, run, workdir, marks, locked, slurm, alive, now, stale) for run in runs_lib.runs(config)]
+    runs = [run_status(config, run, workdir, marks, locked, slurm, logs[run.path], alive, now, stale) for run in plan]
     studies: dict[str, dict[str, Any]] = {}
 
     def count(study: str, rule: str, done: bool, hours: float) -> None:

@@ -34,6 +34,8 @@ def setup(snakemake, history: str | Path | None = None) -> logging.Logger:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", handlers=handlers, force=True)
     logging.captureWarnings(True)
     sys.excepthook = _log_failure  # the traceback of a failing job in its log, where Snakemake points
+    if os.environ.get("SLURM_JOB_ID"):  # which SLURM job this is (vicurl.status reads it back: SLURM_JOB)
+        logging.getLogger("vicurl").info("SLURM job %s", os.environ["SLURM_JOB_ID"])
     n = int(getattr(snakemake, "threads", 1) or 1)
     # cheap rules never import torch; for the others, pin the threads whether torch is loaded yet or not
     os.environ["OMP_NUM_THREADS"] = str(n)

@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
 # A private one-node SLURM cluster on this machine, for the tests of the SLURM profile
-# (tests/cluster/test_slurm.py): Debian's slurm-wlm (22.05), run as root.
+# (tests/cluster/test_slurm.py): Debian's slurm-wlm (22.05) with its accounting database (slurmdbd over a
+# MariaDB of its own), run as root.
 #
 #   tests/cluster/cluster.sh up   [DIR]   install (if missing), configure and start; wait until the node is idle
 #   tests/cluster/cluster.sh down [DIR]   cancel its jobs, stop the daemons it started (and only those)
 #   tests/cluster/cluster.sh status [DIR] exit 0 when its daemons run and the node is up
 #   tests/cluster/cluster.sh env  [DIR]   the shell lines that point SLURM's commands at it
 #
-# DIR (default $VICURL_SLURM_DIR, else /tmp/vicurl-slurm) holds everything: etc/slurm.conf and
-# gres.conf, a munge key and socket of its own, state, spool, logs, the daemons' PIDs, fake GPU
-# device files, and bin/ with wrappers of the client commands that set SLURM_CONF. Nothing is
-# written to /etc/slurm or /run/munge, and the ports are not SLURM's defaults (VICURL_SLURM_PORT,
-# default 16817, and the next one), so a real SLURM on the machine is left alone.
+# DIR (default $VICURL_SLURM_DIR, else /tmp/vicurl-slurm) holds everything: etc/slurm.conf,
+# slurmdbd.conf and gres.conf, a munge key and socket of its own, the database's files, state,
+# spool, logs, the daemons' PIDs, fake GPU device files, and bin/ with wrappers of the client
+# commands that set SLURM_CONF. Nothing is written to /etc/slurm, /etc/mysql or /run, and the ports
+# are not the defaults (VICURL_SLURM_PORT, default 16817, and the next three: slurmd, slurmdbd,
+# MariaDB on 127.0.0.1), so a real SLURM or database on the machine is left alone.
 # `eval "$(tests/cluster/cluster.sh env)"` then `sbatch`, `squeue`, `snakemake --profile ...` use it.
 #
 # The node claims more than the machine has (SlurmdParameters=config_overrides): 128 CPUs, 2 TB,
 # 8 A100 GPUs (gres files that are links to /dev/null), so the profile's requests (a train job:
 # 8 GPUs x 8 CPUs, 480 GB) are schedulable; nothing is enforced (no cgroups). The partitions are
-# the profile's placeholder names, so slurm-a100/config.yaml runs unchanged. There is no
-# accounting database: job states come from slurmctld (`squeue`, `scontrol`), which keeps a
-# finished job for MinJobAge (1 h here, >= 3x the executor plugin's first status delay, below
-# which the plugin switches to sacct, which fails without slurmdbd).
+# the profile's placeholder names, so slurm-a100/config.yaml runs unchanged. Jobs are recorded in the
+# accounting database as on a production cluster (`sacct`: states, elapsed times, the GPUs each
+# job was given) and the profile's placeholder account; slurmctld also keeps a finished job for
+# MinJobAge (1 h) for `scontrol show job`.
 set -euo pipefail
 
 cmd=${1:-}
@@ -29,7 +31,7 @@ case "$DIR" in /*) ;; *) DIR="$PWD/$DIR" ;; esac
 PORT=${VICURL_SLURM_PORT:-16817}
 NODE=vicurl-node
 CONF="$DIR/etc/slurm.conf"
-PKGS="munge slurmctld slurmd slurm-client"
+PKGS="munge slurmctld slurmd slurm-client slurmdbd mariadb-server"
 CLIENTS="sbatch srun salloc squeue scontrol scancel sinfo sacct sacctmgr sshare sstat"
 
 log() { echo "cluster.sh: $*" >&2; }
@@ -39,7 +41,8 @@ die() { log "$*"; exit 1; }
 
 have_binaries() {
     command -v munged >/dev/null && command -v slurmctld >/dev/null && command -v slurmd >/dev/null \
-        && command -v sbatch >/dev/null && command -v scontrol >/dev/null
+        && command -v sbatch >/dev/null && command -v scontrol >/dev/null && command -v slurmdbd >/dev/null \
+        && command -v mariadbd >/dev/null && command -v mariadb-install-db >/dev/null
 }
 
 install() {
@@ -60,7 +63,7 @@ install() {
 # ------------------------------------------------------------------ configuration
 
 configure() {
-    mkdir -p "$DIR"/{etc,bin,state,spool,log,pids,dev,munge}
+    mkdir -p "$DIR"/{etc,bin,state,spool,log,pids,dev,munge,mysql}
     chmod 700 "$DIR/munge"
     for i in 0 1 2 3 4 5 6 7; do ln -sfn /dev/null "$DIR/dev/gpu$i"; done
     if [ ! -s "$DIR/munge/munge.key" ]; then
@@ -93,7 +96,12 @@ MailProg=/bin/true
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$((PORT + 2))
+AccountingStorageTRES=gres/gpu
+# for slurmdbd, the munge socket to authenticate with (this cluster's own)
+AccountingStoragePass=$DIR/munge/munge.socket
 JobCompType=jobcomp/none
 SwitchType=switch/none
 MpiDefault=none
@@ -103,7 +111,7 @@ SelectTypeParameters=CR_CPU_Memory
 # the node may claim more CPUs, memory and GPUs than the machine has
 SlurmdParameters=config_overrides
 ReturnToService=2
-# finished jobs stay visible to squeue / scontrol for an hour (no accounting database)
+# finished jobs stay visible to squeue / scontrol for an hour (sacct keeps them for good)
 MinJobAge=3600
 KillWait=5
 InactiveLimit=0
@@ -114,6 +122,30 @@ PartitionName=YOUR_CPU_PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=
 PartitionName=YOUR_GPU_PARTITION Nodes=$NODE MaxTime=INFINITE State=UP
 EOF
     mv "$CONF.tmp" "$CONF"
+    # slurmdbd reads slurmdbd.conf beside SLURM_CONF; it must be private to SlurmUser
+    (umask 077; cat >"$DIR/etc/slurmdbd.conf" <<EOF
+AuthType=auth/munge
+AuthInfo=socket=$DIR/munge/munge.socket
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$((PORT + 2))
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$((PORT + 3))
+StorageUser=root
+StorageLoc=vicurl_acct
+LogFile=$DIR/log/slurmdbd.log
+PidFile=$DIR/pids/slurmdbd.own.pid
+DebugLevel=info
+EOF
+    )
+    # the database: root without a password, reachable on 127.0.0.1 only
+    if [ ! -d "$DIR/mysql/data/mysql" ]; then
+        mariadb-install-db --no-defaults --datadir="$DIR/mysql/data" --user=root \
+            --auth-root-authentication-method=normal --skip-test-db >"$DIR/log/mariadb-install.log" 2>&1 \
+            || die "mariadb-install-db failed (see $DIR/log/mariadb-install.log)"
+    fi
     cat >"$DIR/etc/gres.conf" <<EOF
 AutoDetect=off
 NodeName=$NODE Name=gpu Type=a100 File=$DIR/dev/gpu[0-7]
@@ -138,7 +170,9 @@ own_pid() {
     [ -s "$DIR/pids/$name" ] || return 1
     pid=$(cat "$DIR/pids/$name")
     [ -r "/proc/$pid/cmdline" ] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$name.*$DIR" || return 1
+    # this cluster's: its folder on the command line (slurmdbd takes none: in SLURM_CONF, its environment)
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$name" || return 1
+    { tr '\0' ' ' <"/proc/$pid/cmdline"; tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qF -- "$DIR" || return 1
     echo "$pid"
 }
 
@@ -166,6 +200,8 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
 }
 
 munge_ok() { munge -n -S "$DIR/munge/munge.socket" | unmunge -S "$DIR/munge/munge.socket"; }
+db_ok() { mariadb-admin --no-defaults -h 127.0.0.1 -P $((PORT + 3)) -u root ping; }
+dbd_ok() { SLURM_CONF=$CONF sacctmgr -n show cluster format=cluster; }
 ctld_ok() { SLURM_CONF=$CONF scontrol ping | grep -q "is UP"; }
 node_state() { SLURM_CONF=$CONF sinfo -h -n "$NODE" -o %t 2>/dev/null | head -1; }
 node_ok() { case "$(node_state)" in idle*|mix*|alloc*) return 0 ;; *) return 1 ;; esac; }
@@ -182,7 +218,7 @@ up() {
     mkdir -p "$DIR/log"
     install
     configure
-    if own_pid munged >/dev/null && own_pid slurmctld >/dev/null && own_pid slurmd >/dev/null && node_ok; then
+    if status; then
         log "already up ($DIR)"
         return 0
     fi
@@ -191,6 +227,19 @@ up() {
         --key-file="$DIR/munge/munge.key" --log-file="$DIR/log/munged.log" \
         --pid-file="$DIR/pids/munged.own.pid" --seed-file="$DIR/munge/munged.seed"
     wait_for 20 munged munge_ok || { show_logs; return 1; }
+    start mariadbd "$(command -v mariadbd)" --no-defaults --datadir="$DIR/mysql/data" --user=root \
+        --socket="$DIR/mysql/mysqld.sock" --port=$((PORT + 3)) --bind-address=127.0.0.1 \
+        --pid-file="$DIR/mysql/mysqld.pid" --log-error="$DIR/log/mariadb.log"
+    wait_for 60 MariaDB db_ok || { show_logs; return 1; }
+    SLURM_CONF=$CONF start slurmdbd "$(command -v slurmdbd)" -D
+    wait_for 60 slurmdbd dbd_ok || { show_logs; return 1; }
+    # the cluster and the profile's placeholder account, root in it (as a user's account on a cluster)
+    local acct="sacctmgr -i" have
+    have=$(SLURM_CONF=$CONF sacctmgr -n -P show assoc format=cluster,account,user)
+    grep -q "^vicurltest|" <<<"$have" || SLURM_CONF=$CONF $acct add cluster vicurltest >/dev/null
+    grep -qi "|YOUR_SLURM_ACCOUNT|root$" <<<"$have" || {  # SLURM keeps account names in lower case
+        SLURM_CONF=$CONF $acct add account YOUR_SLURM_ACCOUNT >/dev/null
+        SLURM_CONF=$CONF $acct add user root account=YOUR_SLURM_ACCOUNT >/dev/null; }
     # -c: a fresh start, no jobs from an earlier run of this cluster
     start slurmctld "$(command -v slurmctld)" -D -c -f "$CONF"
     wait_for 30 slurmctld ctld_ok || { show_logs; return 1; }
@@ -213,12 +262,15 @@ down() {
     fi
     stop slurmd
     stop slurmctld
+    stop slurmdbd
+    stop mariadbd
     stop munged
     log "down ($DIR)"
 }
 
 status() {
-    own_pid munged >/dev/null && own_pid slurmctld >/dev/null && own_pid slurmd >/dev/null && node_ok
+    own_pid munged >/dev/null && own_pid mariadbd >/dev/null && own_pid slurmdbd >/dev/null \
+        && own_pid slurmctld >/dev/null && own_pid slurmd >/dev/null && node_ok
 }
 
 case "$cmd" in

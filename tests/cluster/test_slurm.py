@@ -1,11 +1,12 @@
 """The SLURM profile on a real SLURM.
 
-tests/cluster/cluster.sh starts a private one-node cluster (Debian's slurm-wlm, as root); the smoke
-config's jobs go through snakemake-executor-plugin-slurm with slurm-a100/config.yaml exactly as a
-user copies it, and tests/cluster/profile layered on top (the test cluster's status command, no
-account). Checked in `scontrol show job`: the resources each job asked for, its state, and the
+tests/cluster/cluster.sh starts a private one-node cluster (Debian's slurm-wlm with its accounting
+database, as root); the smoke config's jobs go through snakemake-executor-plugin-slurm with
+slurm-a100/config.yaml exactly as a user copies it (its placeholder account and partitions exist in the
+test cluster), and tests/cluster/profile layered on top (status checks sooner). Checked in `scontrol show job`: the resources each job asked for, its state, and the
 retries: a training job cancelled with `scancel` or failed by a signal comes back as a second
-attempt with the profile's doubled runtime and resumes from its `_work/` checkpoint.
+attempt with the profile's doubled runtime and resumes from its `_work/` checkpoint. And the status
+command (`vicurl.status`) reading SLURM's record of a training job (`sacct`): queued, running, failed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,6 +23,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 import yaml
+
+from vicurl.status import incomplete
 
 from harness import DEMO_CONFIG, REPO, SMOKE_CONFIG, snakemake_cmd
 
@@ -155,7 +159,11 @@ def interrupt_training(slurm_env, tmp_path, action, configs) -> tuple[subprocess
     else:
         proc.kill()
         pytest.fail(f"the training job never ran with a checkpoint saved: {proc.communicate()[0][-3000:]}")
-    output = proc.communicate(timeout=600)[0]
+    try:
+        output = proc.communicate(timeout=600)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"Snakemake did not finish within 10 minutes of the interruption: {proc.communicate()[0][-3000:]}")
     done = subprocess.CompletedProcess(proc.args, proc.returncode, output, "")
     return done, [j for j in of_rule(slurm_jobs(slurm_env), "train", "oracle-vicurl") if j["JobId"] not in known], run
 
@@ -188,3 +196,88 @@ def test_an_ended_training_job_is_retried_with_a_longer_runtime_and_resumes(slur
     assert len(resumed) == 1 and resumed[0] >= 2, log[-3000:]
     metrics = pd.read_json(run / "metrics.jsonl", lines=True)
     assert list(metrics["step"]) == list(range(1, 41))  # every step once: none lost, none twice
+
+
+def run_state(slurm_env, tmp_path, configs, run: str) -> dict[str, str]:
+    """`python -m vicurl.status` on the study in ``tmp_path``, as a user runs it beside SLURM: one run's row
+    of its table (its CSV)."""
+    table = tmp_path / "status.csv"
+    out = subprocess.run([sys.executable, "-m", "vicurl.status", "--configfile", *map(str, configs), "--workdir",
+                          str(tmp_path), "--no-estimate", "--csv", str(table)], capture_output=True, text=True,
+                         env=slurm_env, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = pd.read_csv(table, dtype=str, keep_default_na=False)
+    (row,) = [r for r in rows.to_dict("records") if f"{r['study']}/{r['model']}/{r['setting']}/seed{r['seed']}" == run]
+    return row
+
+
+def sacct_state(slurm_env, job_id: str) -> str:
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "--format=State"], capture_output=True, text=True,
+                         env=slurm_env)
+    return out.stdout.strip().split(" ")[0]
+
+
+def sacct_record(slurm_env, job_id: str) -> tuple[int, int]:
+    """A job's elapsed seconds and GPUs in SLURM's record."""
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "--format=ElapsedRaw,AllocTRES"], capture_output=True,
+                         text=True, env=slurm_env, check=True).stdout.strip()
+    elapsed, tres = out.split("|")
+    return int(elapsed), int(re.search(r"gres/gpu=(\d+)", tres).group(1))
+
+
+def wait_until(what: str, check, proc: subprocess.Popen | None = None, timeout: float = 300):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if result := check():
+            return result
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"Snakemake ended before {what}: {proc.communicate()[0][-3000:]}")
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def test_the_status_command_reads_slurms_record(slurm_env, tmp_path, long_training):
+    """`python -m vicurl.status` on a training run that went to SLURM, each state from the accounting
+    database (`sacct`) as on a production cluster: queued (the GPU partition down: PENDING), running
+    (its step from the run's progress file, its GPU hours SLURM's elapsed time times the GPUs the job was
+    given), and failed (Snakemake killed, then the job's script: FAILED)."""
+    configs = [*CONFIGS, *long_training]
+    run = "main/tiny/oracle-vicurl/seed0"
+    partition = PROFILE["set-resources"]["train"]["slurm_partition"]
+    scontrol = lambda state: subprocess.run(["scontrol", "update", f"PartitionName={partition}", f"State={state}"],  # noqa: E731
+                                            check=True, env=slurm_env)
+    scontrol("DOWN")
+    proc = subprocess.Popen(snakemake_cmd(tmp_path, f"results/smoke/runs/{run}/metrics.jsonl", *PROFILES, configs=configs),
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=slurm_env)
+    try:
+        def submitted():
+            marks = incomplete(tmp_path)
+            ids = [m.get("external_jobid") for k, m in marks.items() if k.startswith(f"results/smoke/runs/{run}/")]
+            return next((str(j) for j in ids if j and sacct_state(slurm_env, str(j)) == "PENDING"), None)
+
+        job = wait_until("the training job pending in SLURM's record", submitted, proc)
+        queued = run_state(slurm_env, tmp_path, configs, run)
+        assert (queued["state"], queued["slurm_job"], queued["step"]) == ("queued", job, "0"), queued
+
+        scontrol("UP")
+        work = tmp_path / f"results/smoke/runs/{run}/_work"
+        wait_until("the job running with a step done", lambda: sacct_state(slurm_env, job) == "RUNNING"
+                   and (work / "metrics.jsonl").exists() and (work / "metrics.jsonl").read_text().strip(), proc)
+        before = sacct_record(slurm_env, job)
+        running = run_state(slurm_env, tmp_path, configs, run)
+        after = sacct_record(slurm_env, job)
+        assert (running["state"], running["slurm_job"], running["steps"]) == ("running", job, "40"), running
+        assert int(running["step"]) >= 1 and float(running["s_per_step"]) > 0 and running["finish"], running
+        assert before[1] == after[1] == 1  # the job's GPUs, as SLURM gave them (gres/gpu in AllocTRES)
+        assert before[0] / 3600 - 1e-9 <= float(running["gpu_hours"]) <= after[0] / 3600 + 1e-9, (before, after, running)
+
+        proc.kill()  # Snakemake gone (its incomplete marks stay), then the job's own process dies: FAILED
+        proc.communicate(timeout=60)
+        kill_rule_script(job, "train.py")
+        wait_until("the job failed in SLURM's record", lambda: sacct_state(slurm_env, job) == "FAILED")
+        failed = run_state(slurm_env, tmp_path, configs, run)
+        assert (failed["state"], failed["slurm_job"]) == ("failed", job), failed
+    finally:
+        scontrol("UP")
+        if proc.poll() is None:
+            proc.kill()
