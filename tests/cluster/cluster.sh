@@ -234,12 +234,12 @@ up() {
     SLURM_CONF=$CONF start slurmdbd "$(command -v slurmdbd)" -D
     wait_for 60 slurmdbd dbd_ok || { show_logs; return 1; }
     # the cluster and the profile's placeholder account, root in it (as a user's account on a cluster)
-    local acct="sacctmgr -i" have
+    local have
     have=$(SLURM_CONF=$CONF sacctmgr -n -P show assoc format=cluster,account,user)
-    grep -q "^vicurltest|" <<<"$have" || SLURM_CONF=$CONF $acct add cluster vicurltest >/dev/null
+    grep -q "^vicurltest|" <<<"$have" || SLURM_CONF=$CONF sacctmgr -i add cluster vicurltest >/dev/null
     grep -qi "|YOUR_SLURM_ACCOUNT|root$" <<<"$have" || {  # SLURM keeps account names in lower case
-        SLURM_CONF=$CONF $acct add account YOUR_SLURM_ACCOUNT >/dev/null
-        SLURM_CONF=$CONF $acct add user root account=YOUR_SLURM_ACCOUNT >/dev/null; }
+        SLURM_CONF=$CONF sacctmgr -i add account YOUR_SLURM_ACCOUNT >/dev/null
+        SLURM_CONF=$CONF sacctmgr -i add user root account=YOUR_SLURM_ACCOUNT >/dev/null; }
     # -c: a fresh start, no jobs from an earlier run of this cluster
     start slurmctld "$(command -v slurmctld)" -D -c -f "$CONF"
     wait_for 30 slurmctld ctld_ok || { show_logs; return 1; }

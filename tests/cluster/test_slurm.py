@@ -3,8 +3,8 @@
 tests/cluster/cluster.sh starts a private one-node cluster (Debian's slurm-wlm with its accounting
 database, as root); the smoke config's jobs go through snakemake-executor-plugin-slurm with
 slurm-a100/config.yaml exactly as a user copies it (its placeholder account and partitions exist in the
-test cluster), and tests/cluster/profile layered on top (status checks sooner). Checked in `scontrol show job`: the resources each job asked for, its state, and the
-retries: a training job cancelled with `scancel` or failed by a signal comes back as a second
+test cluster), and tests/cluster/profile layered on top (status checks sooner). Checked in
+`scontrol show job`: the resources each job asked for, its state, and the retries: a training job cancelled with `scancel` or failed by a signal comes back as a second
 attempt with the profile's doubled runtime and resumes from its `_work/` checkpoint. And the status
 command (`vicurl.status`) reading SLURM's record of a training job (`sacct`): queued, running, failed.
 """
@@ -24,6 +24,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from vicurl.engines.workdir import PROGRESS
 from vicurl.status import incomplete
 
 from harness import DEMO_CONFIG, REPO, SMOKE_CONFIG, snakemake_cmd
@@ -211,18 +212,15 @@ def run_state(slurm_env, tmp_path, configs, run: str) -> dict[str, str]:
     return row
 
 
-def sacct_state(slurm_env, job_id: str) -> str:
-    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "--format=State"], capture_output=True, text=True,
-                         env=slurm_env)
-    return out.stdout.strip().split(" ")[0]
-
-
-def sacct_record(slurm_env, job_id: str) -> tuple[int, int]:
-    """A job's elapsed seconds and GPUs in SLURM's record."""
-    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "--format=ElapsedRaw,AllocTRES"], capture_output=True,
-                         text=True, env=slurm_env, check=True).stdout.strip()
-    elapsed, tres = out.split("|")
-    return int(elapsed), int(re.search(r"gres/gpu=(\d+)", tres).group(1))
+def sacct_record(slurm_env, job_id: str) -> tuple[str, int, int]:
+    """A job's state, elapsed seconds and GPUs in SLURM's record (("", 0, 0) before it reaches the record)."""
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "--format=State,ElapsedRaw,AllocTRES"],
+                         capture_output=True, text=True, env=slurm_env, check=True).stdout.strip()
+    if not out:
+        return "", 0, 0
+    state, elapsed, tres = out.split("|")
+    gpus = re.search(r"gres/gpu=(\d+)", tres)
+    return state.split(" ")[0], int(elapsed), int(gpus.group(1)) if gpus else 0
 
 
 def wait_until(what: str, check, proc: subprocess.Popen | None = None, timeout: float = 300):
@@ -253,28 +251,29 @@ def test_the_status_command_reads_slurms_record(slurm_env, tmp_path, long_traini
         def submitted():
             marks = incomplete(tmp_path)
             ids = [m.get("external_jobid") for k, m in marks.items() if k.startswith(f"results/smoke/runs/{run}/")]
-            return next((str(j) for j in ids if j and sacct_state(slurm_env, str(j)) == "PENDING"), None)
+            return next((str(j) for j in ids if j and sacct_record(slurm_env, str(j))[0] == "PENDING"), None)
 
         job = wait_until("the training job pending in SLURM's record", submitted, proc)
         queued = run_state(slurm_env, tmp_path, configs, run)
         assert (queued["state"], queued["slurm_job"], queued["step"]) == ("queued", job, "0"), queued
 
         scontrol("UP")
-        work = tmp_path / f"results/smoke/runs/{run}/_work"
-        wait_until("the job running with a step done", lambda: sacct_state(slurm_env, job) == "RUNNING"
-                   and (work / "metrics.jsonl").exists() and (work / "metrics.jsonl").read_text().strip(), proc)
+        progress = tmp_path / f"results/smoke/runs/{run}/_work" / PROGRESS
+        wait_until("the job running with a step done", lambda: sacct_record(slurm_env, job)[0] == "RUNNING"
+                   and progress.exists() and progress.read_text().strip(), proc)
         before = sacct_record(slurm_env, job)
         running = run_state(slurm_env, tmp_path, configs, run)
         after = sacct_record(slurm_env, job)
-        assert (running["state"], running["slurm_job"], running["steps"]) == ("running", job, "40"), running
+        steps = yaml.safe_load(long_training[0].read_text())["studies"]["main"]["train"]["total_steps"]
+        assert (running["state"], running["slurm_job"], running["steps"]) == ("running", job, str(steps)), running
         assert int(running["step"]) >= 1 and float(running["s_per_step"]) > 0 and running["finish"], running
-        assert before[1] == after[1] == 1  # the job's GPUs, as SLURM gave them (gres/gpu in AllocTRES)
-        assert before[0] / 3600 - 1e-9 <= float(running["gpu_hours"]) <= after[0] / 3600 + 1e-9, (before, after, running)
+        assert before[2] == after[2] == 1  # the job's GPUs, as SLURM gave them (gres/gpu in AllocTRES)
+        assert before[1] / 3600 - 1e-9 <= float(running["gpu_hours"]) <= after[1] / 3600 + 1e-9, (before, after, running)
 
         proc.kill()  # Snakemake gone (its incomplete marks stay), then the job's own process dies: FAILED
         proc.communicate(timeout=60)
         kill_rule_script(job, "train.py")
-        wait_until("the job failed in SLURM's record", lambda: sacct_state(slurm_env, job) == "FAILED")
+        wait_until("the job failed in SLURM's record", lambda: sacct_record(slurm_env, job)[0] == "FAILED")
         failed = run_state(slurm_env, tmp_path, configs, run)
         assert (failed["state"], failed["slurm_job"]) == ("failed", job), failed
     finally:
