@@ -120,7 +120,9 @@ def test_a_stuck_worker_is_killed_and_replaced(pool):
     assert res[0]["error"] == res[2]["error"] == "timeout" and res[1]["ok"] is True
     assert took < 2 * TIMEOUT + MARGIN
     timeouts = pool.stats["timeouts"]
-    assert pool.equiv([("(a+b)^2", "a^2+2ab+b^2")]) == [True]  # fresh workers answer
+    # fresh workers answer (a cheap pair: the test pool's math-verify alarms are 1 s of wall time, which an
+    # expansion like (a+b)^2 overran under CI's full load)
+    assert pool.equiv([("2x", "x+x")]) == [True]
     assert pool.stats["timeouts"] == timeouts
 
 
