@@ -16,10 +16,13 @@ first line and each log's name the card and the versions that gave the figures.
   shape_tied     the same at Qwen2.5-Math-1.5B's shape (tied)
   probe          measurements/probe_memory.py (the 1.5B shape)
   logprob        measurements/logprob_route.py
+  qwen2_eval     measurements/qwen2_eval.py --problems 16: an evaluation's generation with a Qwen2-family
+                 model at the 1.5B shape (vLLM's V1 model runner, the default's unseeded sampler)
 
 (measurements/gpu_memory.py is an estimate computed on the CPU: not a check here.) On an H200 a verl job takes
-about 3 minutes to its first rollout: the smoke check needs about 10 minutes, a paper-shape one more than 4
-(docs/verl.md, "What has run on a GPU").
+about 3 minutes to its first rollout: the smoke check needs about 15 minutes with its interruption, a
+paper-shape one 6.5 minutes for one step (384 s: the untied 1.5B shape, --prompts 8 --steps 1), the probe
+100 s (docs/verl.md, "What has run on a GPU").
 """
 
 from __future__ import annotations
@@ -62,10 +65,12 @@ def checks(shape_args: list[str], work: Path) -> dict[str, tuple[list[str] | Non
     the most it may take)."""
     return {
         "smoke": (None, 600, 900),
-        "shape_untied": (shape("r1_distill_1.5b", str(work / "shape_untied"), shape_args), 270, 600),
-        "probe": ([PY, "measurements/probe_memory.py"], 45, 180),
+        "shape_untied": (shape("r1_distill_1.5b", str(work / "shape_untied"), shape_args), 390, 600),
+        "probe": ([PY, "measurements/probe_memory.py"], 100, 180),
         "logprob": ([PY, "measurements/logprob_route.py"], 30, 90),
-        "shape_tied": (shape("qwen_math_1.5b", str(work / "shape_tied"), shape_args), 270, 600),
+        "shape_tied": (shape("qwen_math_1.5b", str(work / "shape_tied"), shape_args), 390, 600),
+        "qwen2_eval": ([PY, "measurements/qwen2_eval.py", "--out", str(work / "qwen2_eval"), "--problems", "16"],
+                       180, 300),
     }
 
 
@@ -152,7 +157,7 @@ def main(argv=None) -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp"), help="where the paper-shape runs write")
     ap.add_argument("--device", choices=sorted(RESULTS), default="gpu",
                     help="cpu: the smoke check as the CPU rehearsal (a check of this script)")
-    ap.add_argument("--shape-args", default="--prompts 8 --steps 2", help="paper_shape_steps.py's options")
+    ap.add_argument("--shape-args", default="--prompts 8 --steps 1", help="paper_shape_steps.py's options")
     a = ap.parse_args(argv)
     end = time.time() + 60 * a.minutes
     table = checks(a.shape_args.split(), a.work)

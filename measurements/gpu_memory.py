@@ -22,8 +22,9 @@ T tokens a micro-batch (``verl.max_token_len_per_gpu``, dynamic batch size), V t
                 the actor's resident part stays; vLLM sleeps (frees it) during the passes and update
 
 The peak of a step is the larger of the rollout phase (resident without gradients + vLLM's share)
-and the update (resident with gradients + activations + logits). Estimates, not measurements on a
-GPU: allocator fragmentation and CUDA context (about 1 GB) come on top.
+and the update (resident with gradients + activations + logits). Estimates: allocator fragmentation and
+CUDA context (about 1 GB) come on top. One GPU run checks them (docs/verl.md, "What has run on a GPU": the
+1.5B shape's update within 1 % of the actor's measured peak on an H200).
 
     .venv/bin/python measurements/gpu_memory.py [--gpu-gb 40] [--no-measure]
 """

@@ -115,13 +115,22 @@ def arch_of(kind: str, kw: dict) -> Arch:
 class Assumptions:
     bf16_peak: float = 312e12
     fp32_peak: float = 19.5e12
-    mfu_train: float = 0.35  # verl FSDP, bf16, packed sequences
+    # verl's old-policy pass, reference and update (FSDP2, bf16, packed sequences, gradient checkpointing):
+    # measured on an H200 at the 1.5B shape (paper_shape_steps.py, step 1, 228k tokens on one GPU: 50.6 s
+    # for the three, 71-95 TFLOP/s by this file's count; docs/verl.md, "What has run on a GPU"). ASSUMED: an
+    # A100 takes twice the H200's time (between 1, these phases bound by overheads, and 2.35, the ratio
+    # of the cards' memory bandwidths; 2.5 for their bf16 peaks): 101 s here, 0.12 of the A100's peak.
+    # The 7B's larger matmuls likely run at a higher share: its estimate is on the safe side.
+    mfu_train: float = 0.12
     util_fp32: float = 0.6  # the probe's FP32 matmuls, one 3.5k-token sequence at a time
     vllm_tps_1p5b: float = 15000.0  # vLLM output tokens/s per A100, 1.5B model, large batch
     vllm_step_s: float = 0.025  # one decode step of a full batch (the longest sample's floor)
     vllm_start_s: float = 120.0  # engine start: weights, memory profiling, CUDA graphs
     hf_tps_1p5b: float = 3000.0  # HF generate tokens/s, 1.5B bf16, one padded batch of 256
-    verl_step_overhead_s: float = 20.0  # weight sync to vLLM, rewards, metrics
+    verl_step_overhead_s: float = 20.0  # weight sync to vLLM, rewards, metrics (H200: the rollout phase's
+    # 14 s beyond its decoding (waking vLLM, the agent loops) and 0.5 s more a step)
+    verl_save_s: float = 30.0  # a resume save (verl's checkpoint: weights and AdamW's moments; 29.3 s on
+    # the H200, 1.5B, one rank to local disk), every `save_every` steps
     # verl's log-prob route, the fused kernels vicurl_ppo_trainer.yaml selects: the LM head's matmuls run
     # 512 tokens at a time, at a lower share of the bf16 peak than the rest of the model. Measured on an
     # H200 (measurements/logprob_route.py, 16,384 tokens at the 1.5B models' head, docs/verl.md): forward
@@ -324,7 +333,8 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
         head_s = (fwd_head / A.head_share_fwd + train_head / A.head_share_train
                   - (fwd_head + train_head) / A.mfu_train) / (gpus * A.bf16_peak)
         step_s = (vllm_seconds(gen_tokens, s["max_response_length"], a, A, gpus)
-                  + train_flops / (gpus * A.bf16_peak * A.mfu_train) + head_s + A.verl_step_overhead_s)
+                  + train_flops / (gpus * A.bf16_peak * A.mfu_train) + head_s + A.verl_step_overhead_s
+                  + A.verl_save_s / int(s["save_every"]))
         steps = s["total_steps"] - runs_lib.start_step(cfg, run)  # a continued run trains its own steps only
         jobs.append(Job("train", run.model, steps * (gen_tokens + s["batch_size"] * s["group_size"] * ctx), gpus,
                         A.verl_start_s + steps * step_s,
@@ -388,7 +398,7 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
 
 
 NOTES = {
-    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.0%}; +{verl_step_overhead_s:.0f} s/step; LM head (verl's fused kernels) at {head_share_fwd:.1%} (fwd) and {head_share_train:.1%} (fwd/bwd) of peak (an H200's measured shares)",
+    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.0%} (an H200's measured rate at 1.5B, an A100 assumed 2x slower); +{verl_step_overhead_s:.0f} s/step, +{verl_save_s:.0f} s a save; LM head (verl's fused kernels) at {head_share_fwd:.1%} (fwd) and {head_share_train:.1%} (fwd/bwd) of peak (an H200's measured shares)",
     "generate_checkpoint": "vLLM, 1 GPU, a checkpoint's benchmarks: {vllm_tps_1p5b:,.0f} tok/s at 1.5B (x 1.5B/N), >= max_new x {vllm_step_s:.3f} s, +{vllm_start_s:.0f} s start",
     "prompt_stats": "as generate_checkpoint (eval.engine vllm): k samples of every training prompt",
     "probe": "HF generate bf16 {hf_tps_1p5b:,.0f} tok/s at 1.5B; FP32 scoring + 4 x 256 fwd/bwd at {util_fp32:.0%} of 19.5 TFLOP/s",

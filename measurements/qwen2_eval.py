@@ -1,0 +1,119 @@
+"""An evaluation job's generation with a Qwen2-family model at a paper model's shape, timed.
+
+A randomly initialised model of DeepSeek-R1-Distill-Qwen-1.5B's architecture (Qwen2, untied head; no
+download; paper_shape_steps.write_model) samples config/paper.yaml's evaluation (n, temperature, top_p,
+max_new_tokens, eval.vllm) for made-up problems through the evaluation's own vLLM code
+(``vicurl.evaluation.vllm_generate``) with the default ``reproducible: false``: unseeded requests, so vLLM
+takes its batched top-p sampler (FlashInfer's off, `vicurl.vllm_env`), the path every paper evaluation takes;
+vLLM 0.24 serves ``Qwen2ForCausalLM`` with its V1 model runner (the smoke rehearsal's Llama takes the V2 one).
+A random model seldom ends a response (EOS has probability 1 / vocabulary a token): nearly every sample is
+max_new_tokens long, an evaluation's worst case.
+
+Printed: the engine's start, the generation's time and tokens a second, and checks of the records (one per
+problem and sample, the evaluation's columns, a sample marked truncated exactly where it reached max_new_tokens).
+
+    python measurements/qwen2_eval.py --out /tmp/qwen2_eval                       # a GPU: 40 problems x 16
+    python measurements/qwen2_eval.py --out /tmp/qwen2_eval --layers 1 --vocab 4096 --max-new-tokens 16 \\
+        --samples 2 --problems 4     # the script itself on a CPU (vLLM's CPU build, .venv-vllm)
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "measurements"))
+
+from gpu_time_estimate import load_config  # noqa: E402
+from paper_shape_steps import write_model  # noqa: E402
+
+
+def problems(n: int):
+    """``n`` made-up problems in the evaluation's table layout (the CPU rehearsal's AMC 2023 stand-in)."""
+    from vicurl.data import synthetic
+    from vicurl.rehearsal.stand_ins import SPLITS
+
+    rows = synthetic.make_splits({"eval": {**SPLITS["eval"], "n": n}}, 0)["eval"]
+    return rows.assign(id=[str(i) for i in range(len(rows))])[["id", "question", "answer"]]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True, help="a folder for the model")
+    ap.add_argument("--config", type=Path, default=REPO / "config" / "paper.yaml")
+    ap.add_argument("--hub-id", default="deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B")
+    ap.add_argument("--problems", type=int, default=40, help="AMC 2023 has 40")
+    ap.add_argument("--samples", type=int, help="default: the config's eval.n_samples")
+    ap.add_argument("--max-new-tokens", type=int, help="default: the config's eval.max_new_tokens")
+    ap.add_argument("--layers", type=int, help="fewer layers than the published model (a CPU check)")
+    ap.add_argument("--vocab", type=int, help="a smaller vocabulary (a CPU check)")
+    a = ap.parse_args(argv)
+
+    from vicurl.evaluation.records import RECORD_COLUMNS
+    from vicurl.evaluation.vllm_generate import generate_sets_vllm, serving_args, start_engine, tokens_prompt
+    from vicurl.settings import SamplingSettings
+
+    ev = load_config(a.config)["eval"]
+    sampling = SamplingSettings(n=a.samples or ev["n_samples"], temperature=ev["temperature"], top_p=ev["top_p"],
+                                max_new_tokens=a.max_new_tokens or ev["max_new_tokens"], seed=0)
+    assert not sampling.reproducible, "the default's path: unseeded requests"
+    model_dir = a.out / "model"
+    t0 = time.time()
+    if not (model_dir / "config.json").exists():
+        # in a process of its own: an evaluation job finds its model on disk and starts vLLM from a process
+        # that has run no torch work (the first GPU run wrote the model here, then vLLM's engine core stalled)
+        writer = multiprocessing.get_context("spawn").Process(target=write_model,
+                                                              args=(model_dir, a.hub_id, a.layers, a.vocab))
+        writer.start()
+        writer.join()
+        if writer.exitcode != 0:
+            sys.exit(f"writing the model failed ({writer.exitcode})")
+    print(f"model written: {time.time() - t0:.0f} s", flush=True)
+
+    from transformers import AutoConfig, AutoTokenizer
+
+    from vicurl.long_prompts import generation_prompts, model_context
+
+    table = problems(a.problems)
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    context = model_context(AutoConfig.from_pretrained(str(model_dir)), None)
+    texts = generation_prompts(table, tok, context, sampling.max_new_tokens, prompt_order=sampling.prompt_order,
+                               chat_template=sampling.chat_template, name="amc23")  # as generate_sets_vllm builds them
+    args = serving_args(ev.get("vllm"), [tokens_prompt(tok, t) for t in texts], sampling.max_new_tokens, context)
+    t0 = time.time()
+    llm = start_engine(str(model_dir), sampling.seed, args)
+    start = time.time() - t0
+    print(f"vLLM engine started: {start:.0f} s ({args})", flush=True)
+    t0 = time.time()
+    records = generate_sets_vllm(str(model_dir), {"amc23": table}, sampling, llm=llm)["amc23"]
+    gen = time.time() - t0
+    tokens = int(records["n_tokens"].sum())
+
+    import torch
+
+    card = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+    print(f"{card}; {a.hub_id}{f' ({a.layers} layers)' if a.layers else ''}, random weights, "
+          f"{len(table)} problems x {sampling.n} samples, at most {sampling.max_new_tokens} new tokens, "
+          f"temperature {sampling.temperature}, top_p {sampling.top_p}, unseeded requests")
+    print(f"engine start {start:.1f} s; generation {gen:.1f} s, {tokens} tokens, {tokens / gen:.0f} tokens/s; "
+          f"{records['truncated'].mean():.1%} of the samples cut at max_new_tokens")
+    checks = {
+        "the evaluation's columns": list(records.columns) == list(RECORD_COLUMNS),
+        "one record per problem and sample": len(records) == len(table) * sampling.n,
+        "every sample within max_new_tokens": bool((records["n_tokens"] <= sampling.max_new_tokens).all()),
+        "truncated where a sample reached max_new_tokens": bool(
+            (records["truncated"] == (records["n_tokens"] == sampling.max_new_tokens)).all()),
+    }
+    for name, ok in checks.items():
+        print(f"{'ok  ' if ok else 'FAIL'} {name}")
+    sys.exit(0 if all(checks.values()) else 1)
+
+
+if __name__ == "__main__":
+    main()
