@@ -13,15 +13,20 @@ Printed: the engine's start, the generation's time and tokens a second, and chec
 problem and sample, the evaluation's columns, a sample marked truncated exactly where it reached max_new_tokens).
 
     python measurements/qwen2_eval.py --out /tmp/qwen2_eval                       # a GPU: 40 problems x 16
-    python measurements/qwen2_eval.py --out /tmp/qwen2_eval --layers 1 --vocab 4096 --max-new-tokens 16 \\
-        --samples 2 --problems 4     # the script itself on a CPU (vLLM's CPU build, .venv-vllm)
+    .venv-vllm/bin/python measurements/qwen2_eval.py --out /tmp/qwen2_eval --cpu --layers 1 --vocab 4096 \\
+        --max-new-tokens 16 --samples 2 --problems 4     # the script itself on a CPU (vLLM's CPU build)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import faulthandler
 import multiprocessing
+import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +47,43 @@ def problems(n: int):
     return rows.assign(id=[str(i) for i in range(len(rows))])[["id", "question", "answer"]]
 
 
+def stack_dumps() -> None:
+    """On SIGUSR1 this process and every Python process started after this call print their stacks (faulthandler,
+    registered here and, through a ``sitecustomize`` on PYTHONPATH, in the processes vLLM spawns or forks)."""
+    import tempfile
+
+    site = tempfile.mkdtemp(prefix="stack-dumps-")
+    Path(site, "sitecustomize.py").write_text(
+        "import faulthandler, signal\nfaulthandler.register(signal.SIGUSR1, all_threads=True)\n")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
+@contextlib.contextmanager
+def stacks_after(seconds: float):
+    """A stalled block diagnosed: after ``seconds`` inside it, SIGUSR1 to this process and its children (after
+    ``stack_dumps``), which print their Python stacks to stderr and go on. The first GPU run's engine start
+    stalled for 3 minutes without a log line."""
+    done = threading.Event()
+
+    def watch():
+        if done.wait(seconds):
+            return
+        import psutil
+
+        print(f"=== not done after {seconds:.0f} s: every process's Python stacks", flush=True)
+        for proc in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signal.SIGUSR1)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -53,7 +95,16 @@ def main(argv=None) -> None:
     ap.add_argument("--max-new-tokens", type=int, help="default: the config's eval.max_new_tokens")
     ap.add_argument("--layers", type=int, help="fewer layers than the published model (a CPU check)")
     ap.add_argument("--vocab", type=int, help="a smaller vocabulary (a CPU check)")
+    ap.add_argument("--cpu", action="store_true",
+                    help="vLLM's CPU build with the CPU rehearsal's environment (a check of the script)")
+    ap.add_argument("--dump-after", type=float, default=150.0,
+                    help="seconds of engine start after which every process prints its Python stacks")
     a = ap.parse_args(argv)
+    stack_dumps()  # before any process starts
+    if a.cpu:
+        from vicurl.cpu_rehearsal import environment
+
+        os.environ.update(environment())
 
     from vicurl.evaluation.records import RECORD_COLUMNS
     from vicurl.evaluation.vllm_generate import generate_sets_vllm, serving_args, start_engine, tokens_prompt
@@ -87,7 +138,8 @@ def main(argv=None) -> None:
                                chat_template=sampling.chat_template, name="amc23")  # as generate_sets_vllm builds them
     args = serving_args(ev.get("vllm"), [tokens_prompt(tok, t) for t in texts], sampling.max_new_tokens, context)
     t0 = time.time()
-    llm = start_engine(str(model_dir), sampling.seed, args)
+    with stacks_after(a.dump_after):
+        llm = start_engine(str(model_dir), sampling.seed, args)
     start = time.time() - t0
     print(f"vLLM engine started: {start:.0f} s ({args})", flush=True)
     t0 = time.time()
