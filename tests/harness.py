@@ -87,6 +87,21 @@ def alive(pids) -> list[int]:
     return out
 
 
+def cmdline(p) -> list[str]:
+    """A process's command line; [] for one that has exited meanwhile (psutil refuses a zombie's)."""
+    import psutil
+
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
+def title(p) -> str:
+    """A process's title: its command line's first word (vLLM and Ray rename theirs: VLLM::EngineCore)."""
+    return " ".join(cmdline(p)[:1])
+
+
 def link_demo_config(workdir: Path) -> None:
     """config/demo.yaml under ``workdir`` as seen from the repository root (the Snakefile names it)."""
     (workdir / "config").mkdir()

@@ -113,6 +113,8 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
 
     from vicurl.engines.verl.supervise import end_session
 
+    from harness import title
+
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "settings.json").write_text(json.dumps(settings))
     section, extra = verl_section(), dict(verl or {})
@@ -139,7 +141,7 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
             pytest.fail(f"the run took over {timeout} s; its log: {run_dir / 'launch.log'}")
         if (stop_after_save is not None and not stopped and tracker.exists()
                 and tracker.read_text().strip() == str(stop_after_save)):
-            stopped = {p.pid: " ".join(p.cmdline()[:1]) for p in psutil.Process(proc.pid).children(recursive=True)}
+            stopped = {p.pid: title(p) for p in psutil.Process(proc.pid).children(recursive=True)}
             proc.send_signal(signal.SIGTERM)
         time.sleep(0.2)
     log.close()

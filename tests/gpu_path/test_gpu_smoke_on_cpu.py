@@ -18,7 +18,7 @@ import pytest
 from vicurl.engines.verl.supervise import end_session
 from vicurl.rehearsal import command
 
-from harness import alive, bounded, tensorboard_scalars
+from harness import alive, bounded, cmdline, tensorboard_scalars, title
 
 RESULTS = Path("results") / "gpu_smoke_cpu"
 
@@ -38,17 +38,6 @@ def run(workdir: Path, *args: str, over: Path | None = None) -> subprocess.Compl
     return bounded(cmd + ([str(over)] if over else []), env=env, timeout=1500)  # the command ends in its config files
 
 
-def _cmd(p: psutil.Process) -> list[str]:
-    try:
-        return p.cmdline()
-    except psutil.Error:
-        return []
-
-
-def _title(p: psutil.Process) -> str:
-    return " ".join(_cmd(p)[:1])
-
-
 def ctrl_c_while_vllm_serves_verl(workdir: Path) -> tuple[int, dict[int, str]]:
     """`make rehearse`'s command in ``workdir``, in a process group of its own as a terminal's foreground
     job, interrupted as Ctrl-C does (SIGINT to the group: Snakemake and its jobs) once the train job's vLLM
@@ -60,11 +49,11 @@ def ctrl_c_while_vllm_serves_verl(workdir: Path) -> tuple[int, dict[int, str]]:
         deadline = time.time() + 900
         while True:
             assert proc.poll() is None and time.time() < deadline, (workdir / "interrupted.log").read_text()[-4000:]
-            loops = [p for p in psutil.Process(proc.pid).children(recursive=True) if "vicurl.engines.verl.fit" in _cmd(p)]
-            if any(_title(p).startswith("VLLM::EngineCore") for loop in loops for p in loop.children(recursive=True)):
+            loops = [p for p in psutil.Process(proc.pid).children(recursive=True) if "vicurl.engines.verl.fit" in cmdline(p)]
+            if any(title(p).startswith("VLLM::EngineCore") for loop in loops for p in loop.children(recursive=True)):
                 break
             time.sleep(1)
-        tree = {p.pid: _title(p) for p in psutil.Process(proc.pid).children(recursive=True)}
+        tree = {p.pid: title(p) for p in psutil.Process(proc.pid).children(recursive=True)}
         os.killpg(proc.pid, signal.SIGINT)
         return proc.wait(timeout=300), tree
     finally:
