@@ -107,7 +107,7 @@ def main(argv=None) -> None:
         os.environ.update(environment())
 
     from vicurl.evaluation.records import RECORD_COLUMNS
-    from vicurl.evaluation.vllm_generate import generate_sets_vllm, serving_args, start_engine, tokens_prompt
+    from vicurl.evaluation.vllm_generate import generate_sets_vllm, requests, start_engine
     from vicurl.settings import SamplingSettings
 
     ev = load_config(a.config)["eval"]
@@ -127,16 +127,8 @@ def main(argv=None) -> None:
             sys.exit(f"writing the model failed ({writer.exitcode})")
     print(f"model written: {time.time() - t0:.0f} s", flush=True)
 
-    from transformers import AutoConfig, AutoTokenizer
-
-    from vicurl.long_prompts import generation_prompts, model_context
-
     table = problems(a.problems)
-    tok = AutoTokenizer.from_pretrained(str(model_dir))
-    context = model_context(AutoConfig.from_pretrained(str(model_dir)), None)
-    texts = generation_prompts(table, tok, context, sampling.max_new_tokens, prompt_order=sampling.prompt_order,
-                               chat_template=sampling.chat_template, name="amc23")  # as generate_sets_vllm builds them
-    args = serving_args(ev.get("vllm"), [tokens_prompt(tok, t) for t in texts], sampling.max_new_tokens, context)
+    _, _, args = requests(str(model_dir), {"amc23": table}, sampling, ev.get("vllm"))  # as the evaluation starts vLLM
     t0 = time.time()
     with stacks_after(a.dump_after):
         llm = start_engine(str(model_dir), sampling.seed, args)

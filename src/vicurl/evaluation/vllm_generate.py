@@ -64,6 +64,20 @@ def generate_sets_vllm(
     path (the caller drops such problems first where their dataset says so: ``vicurl.long_prompts.fit_sets``).
     ``llm``: an engine ``start_engine(model_dir, ..., engine_args)`` started, reused (with seeded requests
     the samples depend on their seeds only); by default one is started and shut down."""
+    s = sampling
+    prompts, params, args = requests(model_dir, problem_sets, s, engine_args)
+    if llm is None:
+        llm = start_engine(model_dir, s.seed, args, reproducible=s.reproducible)
+    outputs = iter(llm.generate(prompts, params, use_tqdm=False))
+    return {name: _records(problems, [next(outputs) for _ in range(len(problems))], s.n)
+            for name, problems in problem_sets.items()}
+
+
+def requests(model_dir: str, problem_sets: dict[str, pd.DataFrame], sampling: SamplingSettings,
+             engine_args: dict[str, Any] | None = None) -> tuple[list[dict], list, dict[str, Any]]:
+    """What ``generate_sets_vllm`` hands vLLM: the prompts as token ids and their ``SamplingParams``, in the
+    sets' order, and the engine arguments that serve them (``serving_args``); a caller that starts the engine
+    itself (``llm``) starts it with these."""
     from transformers import AutoConfig, AutoTokenizer
     from vllm import SamplingParams  # only in the GPU environment (and vLLM's CPU build)
 
@@ -80,12 +94,7 @@ def generate_sets_vllm(
         params += [SamplingParams(n=s.n, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_new_tokens,
                                   seed=request_seed(s.seed, name, pid) if s.reproducible else None)
                    for pid in problems["id"].astype(str)]
-    if llm is None:
-        llm = start_engine(model_dir, s.seed, serving_args(engine_args, prompts, s.max_new_tokens, context),
-                           reproducible=s.reproducible)
-    outputs = iter(llm.generate(prompts, params, use_tqdm=False))
-    return {name: _records(problems, [next(outputs) for _ in range(len(problems))], s.n)
-            for name, problems in problem_sets.items()}
+    return prompts, params, serving_args(engine_args, prompts, s.max_new_tokens, context)
 
 
 def request_seed(seed: int, benchmark: str, problem_id: str) -> int:
