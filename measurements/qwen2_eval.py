@@ -47,15 +47,14 @@ def problems(n: int):
     return rows.assign(id=[str(i) for i in range(len(rows))])[["id", "question", "answer"]]
 
 
-def stack_dumps() -> None:
+def stack_dumps(site: Path) -> None:
     """On SIGUSR1 this process and every Python process started after this call print their stacks (faulthandler,
-    registered here and, through a ``sitecustomize`` on PYTHONPATH, in the processes vLLM spawns or forks)."""
-    import tempfile
-
-    site = tempfile.mkdtemp(prefix="stack-dumps-")
+    registered here and, through a ``sitecustomize`` written to ``site`` and put on PYTHONPATH, in the processes
+    vLLM spawns or forks)."""
+    site.mkdir(parents=True, exist_ok=True)
     Path(site, "sitecustomize.py").write_text(
         "import faulthandler, signal\nfaulthandler.register(signal.SIGUSR1, all_threads=True)\n")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
@@ -87,7 +86,7 @@ def stacks_after(seconds: float):
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True, help="a folder for the model")
+    ap.add_argument("--out", type=Path, required=True, help="a folder for the model (and the stack dumps' sitecustomize)")
     ap.add_argument("--config", type=Path, default=REPO / "config" / "paper.yaml")
     ap.add_argument("--hub-id", default="deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B")
     ap.add_argument("--problems", type=int, default=40, help="AMC 2023 has 40")
@@ -100,7 +99,7 @@ def main(argv=None) -> None:
     ap.add_argument("--dump-after", type=float, default=150.0,
                     help="seconds of engine start after which every process prints its Python stacks")
     a = ap.parse_args(argv)
-    stack_dumps()  # before any process starts
+    stack_dumps(a.out / "stack_dumps")  # before any process starts
     if a.cpu:
         from vicurl.cpu_rehearsal import environment
 
