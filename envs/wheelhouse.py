@@ -15,11 +15,12 @@ newest releases leave 3.11. Torch and what it requires, all the way down (its cl
 machine with the package index, and their list, DIR/requirements.txt: pip downloads the binary wheels;
 the packages the index has as sources only (marked ``# sdist`` in the lock, all pure Python) are built
 into wheels here. ``--without-torch`` leaves out torch's closure, for an image that has torch 2.11.0
-already (and so everything torch requires; vLLM's and FlashInfer's own CUDA packages stay in). On the
-machine without internet:
+already (and so everything torch requires; vLLM's and FlashInfer's own CUDA packages stay in). DIR also
+gets the project's build backend (pyproject.toml's [build-system], at the lock's pin, even --without-torch:
+pip builds the project in an environment of its own, from DIR). On the machine without internet:
 
     pip install --no-index --find-links DIR -r DIR/requirements.txt     # --no-deps after --without-torch
-    pip install --no-index --no-deps -e .
+    pip install --no-index --find-links DIR --no-deps -e .
 
 pip runs with its own configuration (pip.conf, PIP_INDEX_URL: a cluster's mirror or proxy). Standard
 library only; pip does the resolving and downloading.
@@ -102,13 +103,27 @@ def lock(python: str = sys.executable, upgrade: bool = False, unpin: tuple[str, 
     print(f"{current}: {len(pins)} packages, {len(closure)} of them torch's closure")
 
 
+def build_requirements(lock: dict[str, tuple[str, bool, bool]]) -> list[str]:
+    """pyproject.toml's [build-system] requirements at the lock's pins: what ``pip install -e .`` builds with."""
+    out = []
+    for req in tomllib.loads(PYPROJECT.read_text())["build-system"]["requires"]:
+        name = re.match(r"[A-Za-z0-9._-]+", req).group(0)
+        pin = next((v for n, (v, _, _) in lock.items() if n.lower().replace("_", "-") == name.lower()), None)
+        if pin is None:
+            sys.exit(f"pyproject.toml's build requirement {req!r} is not in the lock: add it to requirements()")
+        out.append(f"{name}=={pin}")
+    return out
+
+
 def download(dest: Path, python_version: str, platform: str, without_torch: bool) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    pins = {n: p for n, p in read_lock(python_version).items() if not (without_torch and p[2])}
+    lock = read_lock(python_version)
+    pins = {n: p for n, p in lock.items() if not (without_torch and p[2])}
     binary = [f"{n}=={v}" for n, (v, sdist, _) in pins.items() if not sdist]
     sources = [f"{n}=={v}" for n, (v, sdist, _) in pins.items() if sdist]
+    build = [r for r in build_requirements(lock) if r not in binary]  # in DIR, not in its list
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as req:
-        req.write("\n".join(binary) + "\n")
+        req.write("\n".join(binary + build) + "\n")
         req.flush()
         subprocess.run([sys.executable, "-m", "pip", "download", *PIP, "--no-deps", "--only-binary=:all:",
                         "--python-version", python_version, *platforms(platform), "--dest", str(dest),

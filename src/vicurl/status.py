@@ -6,17 +6,20 @@ spent against the plan's estimate.
         [--workdir DIR] [--csv PATH] [--no-estimate]
 
 Per training run: its state, step t of T and seconds a step (from its ``_work/metrics.jsonl``, one row a
-finished step), the estimated finish of a running run, its last reward and accuracy, and the GPU hours its
-jobs took. Per study and in all: jobs done of planned (train, generate_checkpoint, grade, probe, and
+finished step, stamped with its time and its job's start: the wall time between the current job's rows,
+generation, saves and all), the estimated finish of a running run, its last reward and accuracy, and the GPU
+hours its jobs took. Per study and in all: jobs done of planned (train, generate_checkpoint, grade, probe, and
 prompt_stats in all) and the GPU hours spent, against `measurements/gpu_time_estimate.py`'s figure (A100
-hours; for configs of the paper's models). Printed as tables; the runs also go to ``<results>/status.csv``.
+hours; for configs of the paper's models). Printed as tables, which also go to ``<results>/status.csv`` (the
+runs) and ``<results>/status_studies.csv`` (the studies).
 
 A run's state:
   done      its outputs are there (provenance.json, written last)
   running   a job of it began and has not ended, and SLURM says the job runs (``sacct``), or a Snakemake
-            holds the run's outputs (``.snakemake/locks``) and is alive on this machine or, seen from
-            another, the run's log changed within ``--stale`` minutes
-  queued    SLURM holds its job (PENDING)
+            alive on this machine holds the run's outputs (``.snakemake/locks``) and the run's log or
+            progress file changed since that Snakemake started (a mark an earlier, killed Snakemake left
+            is not a job of this one); run the command where Snakemake runs (for SLURM: the login node)
+  queued    SLURM holds its job (PENDING, requeued or suspended)
   stopped   a job of it began and ended without finishing (killed with Snakemake, stopped by a signal,
             SLURM's time limit): the next job resumes it from its last save
   failed    its last job failed (Snakemake unmarked it and kept the log, which ends in the error; or SLURM
@@ -50,13 +53,14 @@ from typing import Any, Iterable
 
 from vicurl import runs as runs_lib
 from vicurl.engines import workdir as workdir_lib
+from vicurl.workflow import NEW_JOB  # the line between two jobs' lines in a run's log
 
 REPO = Path(__file__).resolve().parents[2]
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ", re.M)  # a log line's time (vicurl.workflow.setup)
-NEW_JOB = "a new job of this run starts"  # vicurl.workflow.setup's marker between two jobs' lines
 STOPPED = re.compile(r"SIG[A-Z]+: ended verl's loop")  # vicurl.engines.verl.supervise, stopped by a signal
 SLURM_JOB = re.compile(r" vicurl INFO SLURM job (\d+)$", re.M)  # vicurl.workflow.setup, in a job SLURM runs
 SLURM_FAILED = {"FAILED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE"}
+SLURM_WAITING = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED", "RESV_DEL_HOLD"}  # to run (again)
 
 
 @dataclass
@@ -108,6 +112,8 @@ def incomplete(workdir: Path) -> dict[str, dict]:
                 out[key] = json.loads((Path(folder) / name).read_text() or "{}")
             except (ValueError, UnicodeDecodeError):
                 continue  # not a mark of this Snakemake's
+            except FileNotFoundError:
+                continue  # its job ended meanwhile
     return out
 
 
@@ -115,7 +121,10 @@ def locked_outputs(workdir: Path) -> set[str]:
     """The outputs a Snakemake running in ``workdir`` now has locked (its targets' whole plan)."""
     out = set()
     for lock in (workdir / ".snakemake" / "locks").glob("*.output.lock"):
-        out.update(line.strip() for line in lock.read_text().splitlines() if line.strip())
+        try:
+            out.update(line.strip() for line in lock.read_text().splitlines() if line.strip())
+        except FileNotFoundError:
+            continue  # that Snakemake ended meanwhile
     return out
 
 
@@ -124,8 +133,12 @@ def sacct(job_ids: Iterable[str]) -> dict[str, tuple[str, float, int]]:
     ids = sorted({str(j) for j in job_ids if j})
     if not ids or shutil.which("sacct") is None:
         return {}
-    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "--format=JobIDRaw,State,ElapsedRaw,AllocTRES"],
-                         capture_output=True, text=True, timeout=60)
+    try:
+        out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "--format=JobIDRaw,State,ElapsedRaw,AllocTRES"],
+                             capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        print("sacct did not answer within 60 s: the states below are Snakemake's only", file=sys.stderr)
+        return {}
     records = {}
     for line in out.stdout.splitlines():
         job, state, elapsed, tres = (line.split("|") + ["", "", "", ""])[:4]
@@ -164,47 +177,65 @@ def log_jobs(log: Path) -> list[LogJob]:
     return jobs
 
 
-def snakemake_alive(workdir: Path) -> bool | None:
-    """Whether a Snakemake runs in ``workdir`` on this machine (None: cannot tell)."""
-    try:
-        import psutil
-    except ImportError:
-        return None
-    here = workdir.resolve()
-    for p in psutil.process_iter(["cmdline", "cwd"]):
+def snakemake_started(workdir: Path) -> float | None:
+    """When the oldest Snakemake running in ``workdir`` on this machine started (Unix seconds; None: none runs)."""
+    import psutil
+
+    here, started = workdir.resolve(), []
+    for p in psutil.process_iter(["cmdline", "cwd", "create_time"]):
         try:
-            cmd = " ".join(p.info["cmdline"] or [])
-            if "snakemake" in cmd and "vicurl.status" not in cmd and p.info["cwd"] and Path(p.info["cwd"]) == here:
-                return True
+            argv = p.info["cmdline"] or []
+            # `snakemake ...`, `python .../bin/snakemake ...`, `python -m snakemake ...` (its jobs' too)
+            entry = [Path(a).name for a in argv[:2]] == ["snakemake"] or (
+                len(argv) > 1 and Path(argv[0]).name.startswith("python")
+                and (Path(argv[1]).name == "snakemake" or argv[1:3] == ["-m", "snakemake"]))
+            if entry and p.info["cwd"] and Path(p.info["cwd"]) == here:
+                started.append(p.info["create_time"])
         except (psutil.Error, OSError):
             continue
-    return False
+    return min(started) if started else None
+
+
+def seconds_per_step(rows: list[dict[str, Any]]) -> float:
+    """Wall seconds a step, from progress rows as written (`workdir.last_records`): between the first and the last
+    row of the latest job that wrote two or more (generation, saves and all; not the job's start); else the
+    rows' own step times."""
+    jobs: dict[float, list[dict[str, Any]]] = {}
+    for r in rows:
+        if isinstance(r.get("time/job"), (int, float)) and isinstance(r.get("time/finished"), (int, float)):
+            jobs.setdefault(r["time/job"], []).append(r)
+    for job in sorted(jobs, reverse=True):
+        first, last = jobs[job][0], jobs[job][-1]
+        if last["step"] > first["step"]:
+            return (last["time/finished"] - first["time/finished"]) / (last["step"] - first["step"])
+    recent = [float(r["time/step_s"]) for r in rows[-5:] if isinstance(r.get("time/step_s"), (int, float))]
+    return sum(recent) / len(recent) if recent else math.nan
 
 
 def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, dict], locked: set[str],
-               slurm: dict[str, tuple[str, float, int]], jobs: list[LogJob], alive: bool | None, now: float,
-               stale: float) -> RunStatus:
-    """One run's row; ``jobs``: its train log's jobs (`log_jobs`), ``slurm``: SLURM's record (`sacct`)."""
+               slurm: dict[str, tuple[str, float, int]], jobs: list[LogJob], started: float | None,
+               now: float) -> RunStatus:
+    """One run's row; ``jobs``: its train log's jobs (`log_jobs`), ``slurm``: SLURM's record (`sacct`),
+    ``started``: `snakemake_started`."""
     R = runs_lib.results_dir(config)
     out = f"{R}/runs/{run.path}"
     work, log = workdir / out / "_work", workdir / f"{R}/logs/train/{run.path}.log"
-    rows = workdir_lib.read_metrics(work / workdir_lib.PROGRESS)
+    rows = workdir_lib.last_records(work / workdir_lib.PROGRESS)  # as written: the last is the latest step
     steps = int(runs_lib.train_settings(config, run)["total_steps"])
     step = int(rows[-1]["step"]) if rows else 0
-    recent = [float(r["time/step_s"]) for r in rows[-5:] if r.get("time/step_s") is not None]
-    per = sum(recent) / len(recent) if recent else math.nan
+    per = seconds_per_step(rows)
     mark = next((m for key, m in marks.items() if key.startswith(out + "/")), None)
     job = current_slurm_job(out, marks, jobs)
     state_slurm = slurm.get(job, ("", 0.0, 0))[0]
     active = [p.stat().st_mtime for p in (log, work / workdir_lib.PROGRESS) if p.exists()]
-    recent = bool(active) and now - max(active) < 60 * stale
     if (workdir / out / "provenance.json").exists():
         state = "done"
     elif mark is not None:
-        held = any(k.startswith(out + "/") for k in locked) and (alive if alive is not None else recent)
-        if state_slurm == "PENDING":
+        held = (any(k.startswith(out + "/") for k in locked) and started is not None
+                and bool(active) and max(active) >= started - 1)
+        if state_slurm in SLURM_WAITING:
             state = "queued"
-        elif state_slurm == "RUNNING" or (not state_slurm and held):
+        elif state_slurm in ("RUNNING", "COMPLETING") or (not state_slurm and held):
             state = "running"
         else:
             state = "failed" if state_slurm in SLURM_FAILED else "stopped"
@@ -321,9 +352,8 @@ def estimate(config: dict, cache: Path) -> tuple[float, dict[str, float]] | None
 # ---------------------------------------------------------------- all of it
 
 
-def status(config: dict, workdir: Path, with_estimate: bool = True, stale: float = 30.0) -> dict[str, Any]:
-    """The runs' states and the per-study and overall counts (``main`` prints them); ``stale``: minutes
-    without a line in a run's log after which a locked run seen from another machine counts as stopped."""
+def status(config: dict, workdir: Path, with_estimate: bool = True) -> dict[str, Any]:
+    """The runs' states and the per-study and overall counts (``main`` prints them)."""
     now = time.time()
     marks, locked = incomplete(workdir), locked_outputs(workdir)
     R = runs_lib.results_dir(config)
@@ -331,8 +361,8 @@ def status(config: dict, workdir: Path, with_estimate: bool = True, stale: float
     logs = {run.path: log_jobs(workdir / f"{R}/logs/train/{run.path}.log") for run in plan}
     slurm = sacct([str(m["external_jobid"]) for m in marks.values() if m.get("external_jobid")]
                   + [j.slurm_job for jobs in logs.values() for j in jobs])
-    alive = snakemake_alive(workdir) if locked else False
-    runs = [run_status(config, run, workdir, marks, locked, slurm, logs[run.path], alive, now, stale) for run in plan]
+    started = snakemake_started(workdir) if locked else None
+    runs = [run_status(config, run, workdir, marks, locked, slurm, logs[run.path], started, now) for run in plan]
     studies: dict[str, dict[str, Any]] = {}
 
     def count(study: str, rule: str, done: bool, hours: float) -> None:
@@ -360,14 +390,12 @@ def main(argv: list[str] | None = None) -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configfile", nargs="+", type=Path, default=[], help="the config files, as given to Snakemake")
     ap.add_argument("--workdir", type=Path, default=Path("."), help="Snakemake's working directory")
-    ap.add_argument("--csv", type=Path, help="the runs' table (default: <results>/status.csv)")
+    ap.add_argument("--csv", type=Path, help="the runs' table (default: <results>/status.csv; the studies' beside it, "
+                    "status_studies.csv)")
     ap.add_argument("--no-estimate", action="store_true", help="leave out gpu_time_estimate.py's figure")
-    ap.add_argument("--stale", type=float, default=30.0,
-                    help="minutes without a log line after which a run locked by a Snakemake of another machine "
-                         "counts as stopped")
     a = ap.parse_args(argv)
     config = load_config(a.configfile)
-    result = status(config, a.workdir, not a.no_estimate, a.stale)
+    result = status(config, a.workdir, not a.no_estimate)
     runs = result["runs"]
     head = f"{'study':<12}{'model':<20}{'setting':<30}{'seed':>5}  {'state':<8}{'step':>10}{'s/step':>9}  {'finish':<17}{'reward':>8}{'acc':>7}{'GPU h':>9}"
     print(head)
@@ -379,19 +407,29 @@ def main(argv: list[str] | None = None) -> None:
     print("\nruns: " + ", ".join(f"{n} {s}" for s, n in states.items() if n))
     est = result["estimate"]
     print(f"\n{'study':<20}{'jobs done / planned':<74}{'GPU h spent':>12}{'estimate':>10}")
+    rules = sorted({rule for s in result["studies"].values() for rule in s["jobs"]})
+    table = []
     for name, s in sorted(result["studies"].items(), key=lambda kv: kv[0] == "all"):
         jobs = ", ".join(f"{rule} {done}/{planned}" for rule, (planned, done) in s["jobs"].items())
         figure = (est[0] if name == "all" else est[1].get(name, math.nan)) if est else math.nan
         print(f"{name:<20}{jobs:<74}{s['gpu_hours']:>12.1f}{_fmt(figure, ',.0f'):>10}")
+        table.append({"study": name, **{f"{rule}_{what}": s["jobs"].get(rule, (0, 0))[i]
+                                        for rule in rules for i, what in ((1, "done"), (0, "planned"))},
+                      "gpu_hours": s["gpu_hours"], "estimate_a100_hours": figure})
     if est is None and not a.no_estimate:
         print("(no estimate: gpu_time_estimate.py knows the paper's models only)")
     path = a.csv or a.workdir / runs_lib.results_dir(config) / "status.csv"
+    _write_csv(path, [asdict(r) for r in runs], [fl.name for fl in fields(RunStatus)])
+    _write_csv(path.with_name(path.stem + "_studies.csv"), table, list(table[0]) if table else ["study"])
+    print(f"\nthe tables: {path}, {path.with_name(path.stem + '_studies.csv')}")
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(RunStatus)])
+        w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
-        w.writerows(asdict(r) for r in runs)
-    print(f"\nthe runs' table: {path}")
+        w.writerows(rows)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ Which trackers a run writes to changes nothing it trains: a changed ``loggers`` 
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -32,12 +33,14 @@ def folders(config: Mapping[str, Any], run_path: str) -> dict[str, Path]:
 
 def environment(folders: Mapping[str, str | Path]) -> dict[str, str]:
     """The variables that send verl's trackers to ``folders`` (its TensorBoard adapter reads TENSORBOARD_DIR;
-    W&B runs offline, in WANDB_DIR)."""
+    W&B runs offline, in WANDB_DIR, as the run of WANDB_RUN_ID, a digest of the folder's path)."""
     env = {}
     if "tensorboard" in folders:
         env["TENSORBOARD_DIR"] = str(Path(folders["tensorboard"]).resolve())
     if "wandb" in folders:
-        env.update(WANDB_MODE="offline", WANDB_DIR=str(Path(folders["wandb"]).resolve()), WANDB_SILENT="true")
+        env.update(WANDB_MODE="offline", WANDB_DIR=str(Path(folders["wandb"]).resolve()), WANDB_SILENT="true",
+                   # one W&B run per training run, whichever job of it logs (a resumed job continues the run)
+                   WANDB_RUN_ID=hashlib.sha256(str(folders["wandb"]).encode()).hexdigest()[:16], WANDB_RESUME="allow")
     return env
 
 

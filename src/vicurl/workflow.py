@@ -15,21 +15,27 @@ def setup(snakemake, history: str | Path | None = None) -> logging.Logger:
     """Send logging (and warnings) to the rule's log file; pin torch threads to the rule's.
 
     ``history``: a file that keeps every attempt's lines (Snakemake deletes a job's log before
-    it reruns it): the rule's log starts with the earlier attempts' lines and a line marking
-    this job's start, and this job's lines are appended to the history too."""
+    it reruns it), each job's after a line marking its start (``NEW_JOB``, which `vicurl.status` splits
+    the jobs by); the rule's log starts with the earlier attempts' lines, and this job's lines go to both."""
     log_path = Path(snakemake.log[0]) if snakemake.log else None
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    earlier = Path(history).read_text() if history is not None and Path(history).exists() else ""
+    earlier = ""
+    if history is not None:
+        history = Path(history)
+        earlier = history.read_text() if history.exists() else ""
+        history.parent.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        if earlier:  # the first job's lines start the history
+            with open(history, "a") as f:
+                f.write(("" if earlier.endswith("\n") else "\n") + f"==== {stamp}: {NEW_JOB} ====\n")
+            earlier = history.read_text()
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        log_path.write_text(earlier + f"==== {stamp}: a new job of this run starts (above: the earlier jobs' log) ====\n"
-                            if earlier else "")
+        log_path.write_text(earlier)
         # appending: a handler in mode "w" stays shut once closed, and a library that configures logging
         # closes every handler (vLLM's import calls logging.config.dictConfig); this one reopens its file
         handlers.append(logging.FileHandler(log_path, mode="a"))
     if history is not None:
-        Path(history).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(history, mode="a"))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", handlers=handlers, force=True)
     logging.captureWarnings(True)
@@ -44,6 +50,10 @@ def setup(snakemake, history: str | Path | None = None) -> logging.Logger:
     if os.environ.get(IMPORTS_LOG):
         atexit.register(_record_job, Path(os.environ[IMPORTS_LOG]), snakemake.rule)
     return logging.getLogger(f"vicurl.{snakemake.rule}")
+
+
+#: the line between two jobs' lines in a run's history and log (above it: the earlier jobs')
+NEW_JOB = "a new job of this run starts (above: the earlier jobs' log)"
 
 
 def _log_failure(exc_type, exc, tb) -> None:

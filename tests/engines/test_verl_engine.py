@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import os
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -888,3 +889,18 @@ def test_eight_data_parallel_ranks_train_as_one(char_model_dir, tmp_path, monkey
     (g_local,) = torch.autograd.grad(u.local_loss, u.logp)
     torch.testing.assert_close(dp_loss, u.local_loss, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(g_dp, g_local, rtol=1e-5, atol=1e-8)
+
+
+def test_each_run_starts_a_ray_of_its_own_with_the_runs_variables(tmp_path):
+    """The train job's environment, which every process of the run inherits: the project's verl patches, the
+    run's socket token, vLLM with nothing to compile, the trackers' folders; RAY_ADDRESS (a cluster a user or
+    a site has running) left out, since verl's ``ray.init`` would join that cluster, whose workers never see
+    these variables."""
+    base = {"RAY_ADDRESS": "10.0.0.1:6379", "PATH": "/usr/bin", "VERL_USE_EXTERNAL_MODULES": "mine"}
+    env = launch.job_environment(base, tmp_path, {"tensorboard": str(tmp_path / "tb")})
+    assert "RAY_ADDRESS" not in env and base["RAY_ADDRESS"] == "10.0.0.1:6379" and env["PATH"] == "/usr/bin"
+    assert env["VERL_USE_EXTERNAL_MODULES"].split(",") == ["mine", *launch.VERL_MODULES]
+    assert env["VICURL_RUN_TOKEN"] and env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
+    assert env["VERL_FILE_LOGGER_PATH"] == str(tmp_path / "verl_log.jsonl")
+    assert env["TENSORBOARD_DIR"] == str((tmp_path / "tb").resolve())
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO / "src")

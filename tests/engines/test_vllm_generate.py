@@ -124,6 +124,26 @@ def test_the_default_evaluation_leaves_cuda_alone_before_vllm_forks(monkeypatch)
     assert vllm_generate.batch_invariance(False) == {}
 
 
+def test_the_reproducible_evaluation_counts_gpus_without_starting_cuda(monkeypatch):
+    """Reproducible, the evaluation asks whether there is a GPU (for vLLM's batch-invariant kernels) through
+    NVML, which leaves the driver alone: CUDA's own count (``cudaGetDeviceCount``, behind
+    ``torch.cuda.is_available``) would poison the fork of vLLM's engine process."""
+    import torch
+
+    from vicurl.evaluation import vllm_generate
+
+    def touched(*_):
+        raise AssertionError("CUDA initialized before vLLM forks")
+
+    monkeypatch.setattr(torch.cuda, "is_available", touched)
+    monkeypatch.setattr(torch._C, "_cuda_getDeviceCount", touched, raising=False)
+    monkeypatch.setattr(torch.cuda, "_is_compiled", lambda: True)  # a CUDA build of torch, on a GPU node
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: 1)
+    assert vllm_generate.batch_invariance(True) == {"VLLM_BATCH_INVARIANT": "1"}
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: 0)  # no GPU
+    assert vllm_generate.batch_invariance(True) == {}
+
+
 def test_vllm_several_benchmarks_one_engine_one_call(fake_vllm, char_model_dir):
     """eval.generate_per: checkpoint: one engine and one batched call; each benchmark's records and request
     seeds are those of a job on that benchmark alone."""

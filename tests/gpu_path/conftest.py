@@ -101,7 +101,7 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
     `verl` section (its ``overrides`` after the rehearsal's, replacing those of the same keys); ``env``: more environment variables. ``stop_after_save``: the launcher (the train
     job) gets SIGTERM, as SLURM or a user stops a job, once verl's tracker names that step. Past
     ``timeout`` seconds every process of the run is ended and the test fails. Returns the exit code, the
-    log, and every process the run had when it was stopped (pid: title; empty when it was not)."""
+    log, and every process the run had when it was stopped (pid: command line; empty when it was not)."""
     import json
     import os
     import signal
@@ -113,7 +113,7 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
 
     from vicurl.engines.verl.supervise import end_session
 
-    from harness import title
+    from harness import cmdline
 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "settings.json").write_text(json.dumps(settings))
@@ -141,7 +141,7 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
             pytest.fail(f"the run took over {timeout} s; its log: {run_dir / 'launch.log'}")
         if (stop_after_save is not None and not stopped and tracker.exists()
                 and tracker.read_text().strip() == str(stop_after_save)):
-            stopped = {p.pid: title(p) for p in psutil.Process(proc.pid).children(recursive=True)}
+            stopped = {p.pid: " ".join(cmdline(p)) for p in psutil.Process(proc.pid).children(recursive=True)}
             proc.send_signal(signal.SIGTERM)
         time.sleep(0.2)
     log.close()

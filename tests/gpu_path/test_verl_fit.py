@@ -212,32 +212,65 @@ def test_the_update_is_the_kept_prompts_update_weighted_one_over_beta(entropy_ru
 
 
 def test_every_replica_samples_from_the_weights_the_last_update_made(entropy_runs):
-    """After each update every replica's weights are the actor's, gathered from its shards: for each row
-    of steps 2 and 3 (each replica serves some), the probabilities vLLM (bf16) reported for its samples
-    equal the actor's old-policy probabilities of the same tokens up to rounding, and are far from the
-    base model's (the policy moved). The same in SENT's run, which trained beside it on the same machine:
-    each run's replicas hold its own weights."""
+    """After each update every replica's weights are the actor's, gathered from its shards: in steps 2 and 3
+    both replicas sample (the recorder notes which replica served a row), and on each the probabilities vLLM
+    (bf16) reported for its samples are the actor's old-policy probabilities of the same tokens up to rounding,
+    and nearer them than to those of the weights one update earlier (the base model for step 2, step 1's
+    export for step 3), which a replica the sync missed would hold. The same in SENT's run, which trained on
+    the same machine at the same time (their steps interleave): each run's replicas hold its own weights."""
     from transformers import AutoModelForCausalLM
 
-    for run, model in ((entropy_runs.a, entropy_runs.model), (entropy_runs.sent, None)):
-        for step in (2, 3) if run == entropy_runs.a else (2,):
-            (old, *_) = records(run, step, "old_pass")
-            synced = row_sync(old)
-            assert float(synced.max()) < 0.02, (run.name, step, synced.tolist())
-            if model:
-                base = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
-                with torch.no_grad():
-                    stale = row_sync({**old, "old_log_probs": response_logprobs(base, old)})
-                assert float(stale.mean()) > 10 * float(synced.mean()), (step, float(synced.mean()), float(stale.mean()))
+    a = entropy_runs.a
+    for step, earlier in ((2, Path(entropy_runs.model)), (3, a / "checkpoints" / "step1")):
+        (old,) = records(a, step, "old_pass")
+        synced = row_sync(old)
+        model = AutoModelForCausalLM.from_pretrained(earlier, dtype=torch.float32)
+        with torch.no_grad():
+            stale = row_sync({**old, "old_log_probs": response_logprobs(model, old)})
+        servers = np.array(old["servers"])
+        assert len(servers) == len(synced) and len(set(servers)) == 2, (step, servers)
+        for server in sorted(set(servers)):
+            mine = torch.as_tensor(servers == server)
+            got = {"synced max": float(synced[mine].max()), "synced": float(synced[mine].mean()),
+                   "one update earlier": float(stale[mine].mean())}
+            assert got["synced max"] < 0.02 and got["one update earlier"] > 2 * got["synced"], (step, server, got)
+    (old, *_) = records(entropy_runs.sent, 2, "old_pass")
+    assert float(row_sync(old).max()) < 0.02, row_sync(old).tolist()
+    for run in (a, entropy_runs.sent):
         for row in read_metrics(run / "metrics.jsonl"):
             assert row["rollout/probs_diff_mean"] < 0.01 and row["rollout/probs_diff_max"] < 0.5
+    written = {run: sorted(p.stat().st_mtime for p in (run / "recorded").glob("*.pt")) for run in (a, entropy_runs.sent)}
+    assert written[a][0] < written[entropy_runs.sent][-1] and written[entropy_runs.sent][0] < written[a][-1], written
+
+
+def test_the_losses_verl_reduces_over_ranks_are_the_whole_batchs(entropy_runs):
+    """The loss terms verl reports (each rank's share of the whole batch's normalizer, reduced over the 2
+    ranks: `verl.utils.metric.Metric.aggregate_dp`) equal the local loss's terms on the recorded batch: at
+    steps 2 and 3, where the policy has left the reference, ``actor/kl_loss`` is the weighted KL term of
+    `vicurl.algos.grpo.grpo_loss` and ``actor/pg_loss`` its policy term (one optimizer step a batch: the
+    update's log-probs are the old pass's)."""
+    a, settings = entropy_runs.a, entropy_runs.settings
+    cfg = loss_config(TrainSettings.from_dict(settings))
+    for step in (2, 3):
+        (update,) = records(a, step, "update")
+        mask = update["response_mask"].float()
+        kept = mask.sum(-1) > 0
+        seq_w = torch.where(kept, update["rollout_is_weights"][:, 0] * update["scale"], torch.zeros(len(kept)))
+        _, local = grpo_loss(update["old_log_probs"], update["old_log_probs"], update["advantages"], mask, seq_w, cfg,
+                             ref_log_prob=update["ref_log_prob"],
+                             global_batch_size=settings["batch_size"] * settings["group_size"])
+        verl = {k: float(np.mean(update["metrics"][k])) for k in ("actor/kl_loss", "actor/pg_loss")}
+        assert local["actor/kl_loss"] > 1e-5, local
+        assert verl["actor/kl_loss"] == pytest.approx(local["actor/kl_loss"], rel=1e-3), (step, verl, local)
+        assert verl["actor/pg_loss"] == pytest.approx(local["actor/pg_loss"], abs=1e-5), (step, verl, local)
 
 
 def test_a_stopped_run_resumes_to_the_uninterrupted_runs_numbers(entropy_runs):
     """Stopped after step 2's save and resumed on the same 2 ranks: step 3's metrics and every export equal
-    the uninterrupted run's (the rollouts are seeded per request, `vicurl.engines.verl.rollout_seeds`), the
-    export the stop interrupted is redone, and the save from before the stop no longer keeps its shards
-    (one per rank). The resumed job's vLLM engines draw from a stream of their own (``rollout.seed``: what
+    the uninterrupted run's (the rollouts are seeded per request, `vicurl.engines.verl.rollout_seeds`), step 2's
+    among them, whether the stop came before it or during it (then the resumed job redoes it:
+    `export.repair_exports`), and the save from before the stop no longer keeps its shards (one per rank); both
+    ran with the 7B's offload settings. The resumed job's vLLM engines draw from a stream of their own (``rollout.seed``: what
     unseeded requests would sample)."""
     from safetensors.torch import load_file
 
@@ -249,6 +282,7 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_runs_numbers(entropy_runs):
     for run, start in ((a, 0), (b, 2)):  # the overrides of the run's last job
         overrides = json.loads((run / "_work" / "verl_overrides.json").read_text())
         assert f"actor_rollout_ref.rollout.seed={engine_seed(settings['seed'], start)}" in overrides
+        assert {f"actor_rollout_ref.actor.fsdp_config.{k}=true" for k in OFFLOAD} <= set(overrides)  # the 7B's
     assert [stable(r) for r in read_metrics(b / "metrics.jsonl")] == [stable(r) for r in read_metrics(a / "metrics.jsonl")]
     for step in (1, 2, 3):
         wa, wb = (load_file(run / "checkpoints" / f"step{step}" / "model.safetensors") for run in (a, b))
@@ -264,10 +298,12 @@ def test_a_stopped_run_leaves_none_of_its_processes(entropy_runs):
     """SIGTERM to the train job ended every process of the 2-rank run before the job exited: verl's loop,
     Ray's (gcs_server, raylet, both FSDP workers) and vLLM's (both engine cores and their workers)."""
     stop = entropy_runs.stop
-    titles = list(stop["stopped"].values())
-    assert sum(t.startswith("VLLM::EngineCore") for t in titles) == 2, titles
-    assert any(t.endswith("raylet") for t in titles), titles
-    assert any("vicurl.engines.verl.fit" in t or t.endswith("python") for t in titles), titles
+    commands = list(stop["stopped"].values())  # each process's command line
+    assert sum(c.startswith("VLLM::EngineCore") for c in commands) == 2, commands
+    assert sum(c.startswith("ray::WorkerDict") for c in commands) == 2, commands
+    assert any(c.split()[0].endswith("raylet") for c in commands), commands
+    assert any(c.split()[0].endswith("gcs_server") for c in commands), commands
+    assert any("-m vicurl.engines.verl.fit" in c for c in commands), commands
     assert stop["left"] == [], {pid: stop["stopped"][pid] for pid in stop["left"]}
 
 
@@ -291,6 +327,10 @@ def test_the_exports_are_the_actors_weights_and_generate(entropy_runs, engine_ar
         with torch.no_grad():
             off[step] = float((response_logprobs(export, old).exp() - old["old_log_probs"].exp())[m].abs().mean())
     assert off[2] < 5e-4 and 100 * off[2] < min(off[1], off[3]), off
+    from safetensors.torch import load_file
+    weights = load_file(a / "checkpoints" / "step3" / "model.safetensors")  # the head stays the model's own
+    assert not torch.equal(weights["lm_head.weight"], weights["model.embed_tokens.weight"])
+    assert json.loads((a / "checkpoints" / "step3" / "config.json").read_text())["tie_word_embeddings"] is False
     export = a / "checkpoints" / "step3"
     tok = AutoTokenizer.from_pretrained(export)
     model = AutoModelForCausalLM.from_pretrained(export)
@@ -359,6 +399,7 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
         (update,) = records(tmp_path / "vcrl", step, "update")
         bank = set(replay["ids"])
         assert not bank & set(main["ids"]) and bank <= trained_prompts(update)
+        assert len(set(main["servers"])) == 4 and len(set(replay["servers"])) > 1, (main["servers"], replay["servers"])
         for rec in (main, replay):
             assert float(row_sync(rec).max()) < 0.02, (step, row_sync(rec).tolist())
 

@@ -2,17 +2,22 @@
 
 Imported in every process verl starts when named in ``VERL_USE_EXTERNAL_MODULES`` (after
 `vicurl.cpu_rehearsal.verl_cpu`); it wraps two methods of verl's ``RayPPOTrainer`` that
-``VICuRLTrainer`` calls through ``super()``, only where ``VICURL_RECORD_DIR`` is set, and changes
-nothing they do:
+``VICuRLTrainer`` calls through ``super()``, and one of its rollout client, only where
+``VICURL_RECORD_DIR`` is set, and changes nothing they do:
 
-``_compute_old_log_prob``  the old-policy pass's input and output: each row's prompt id, response
-                           mask, verl's per-token entropies and old log-probs, vLLM's log-probs
+``_compute_old_log_prob``  the old-policy pass's input and output: each row's prompt id, the vLLM
+                           replica that sampled it, response mask, verl's per-token entropies and old
+                           log-probs, vLLM's log-probs
 ``_update_actor``          the batch the update got (after the curriculum's rows were dropped and
                            weighted), the loss normalizer's scale, and the actor's metrics
+``LLMServerClient``        (verl 0.9.1, ``workers/rollout/llm_server.py``) ``generate`` adds the id of the
+                           replica ``_acquire_server`` chose to its output's ``extra_fields``, which verl's
+                           agent loop puts into the batch's non-tensor fields (``server_id``)
 """
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import os
 from pathlib import Path
@@ -25,7 +30,35 @@ KEYS = ("input_ids", "attention_mask", "position_ids", "responses", "response_ma
 def _rows(batch) -> dict:
     ntb = batch.non_tensor_batch
     ids = [str((e or {}).get("id")) for e in ntb["extra_info"]] if "extra_info" in ntb else []
-    return {"ids": ids, "uid": [str(u) for u in ntb.get("uid", [])]}
+    return {"ids": ids, "uid": [str(u) for u in ntb.get("uid", [])], "servers": [str(s) for s in ntb.get("server_id", [])]}
+
+
+# the replica a request went to: a holder per ``generate`` call, filled by ``_acquire_server`` (a dict, so that
+# a context copied on the way, as a new asyncio task copies it, still fills the caller's)
+_chosen = contextvars.ContextVar("vicurl_recorder_server")
+
+
+def _install_servers() -> None:
+    from verl.workers.rollout import llm_server
+
+    client = llm_server.LLMServerClient
+    acquire, generate = client._acquire_server, client.generate
+
+    async def _acquire_server(self, request_id, **extra):
+        server_id, handle = await acquire(self, request_id, **extra)
+        holder = _chosen.get(None)
+        if holder is not None:
+            holder["server_id"] = server_id
+        return server_id, handle
+
+    async def _generate(self, request_id, **kwargs):
+        holder = {}
+        _chosen.set(holder)
+        output = await generate(self, request_id, **kwargs)
+        output.extra_fields["server_id"] = str(holder.get("server_id"))
+        return output
+
+    client._acquire_server, client.generate = _acquire_server, _generate
 
 
 def _install(folder: Path) -> None:
@@ -59,3 +92,4 @@ def _install(folder: Path) -> None:
 if DIR:
     Path(DIR).mkdir(parents=True, exist_ok=True)
     _install(Path(DIR))
+    _install_servers()

@@ -4,6 +4,8 @@ tests/gpu_path (verl's own tracker)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import yaml
 
@@ -25,6 +27,15 @@ def test_the_local_trackers_write_tensorboard_events_and_an_offline_wandb_run(tm
     curves = tensorboard_scalars(folders["tensorboard"])
     assert curves["curriculum/beta_target"] == pytest.approx([0.2, 0.4, 0.6]) and "label" not in curves
     assert list((folders["wandb"] / "wandb").glob("offline-run-*/run-*.wandb"))
+    # the run's next job (a resume) continues the same W&B run: `wandb sync` uploads one run, not one a job
+    time.sleep(1.1)  # W&B names an offline run's folder by the second it started
+    tracker = tracking.Tracker({"wandb": folders["wandb"]}, "oracle-vicurl-seed0", {"lr": 1e-3})
+    tracker.log({"step": 4, "reward/mean": 0.6}, 4)
+    tracker.close()
+    runs = sorted((folders["wandb"] / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2 and len({r.name.rsplit("-", 1)[1] for r in runs}) == 1, runs
+    other = tracking.environment({"wandb": tmp_path / "wb" / "another_run"})["WANDB_RUN_ID"]
+    assert other != runs[0].name.rsplit("-", 1)[1]
 
 
 def test_the_launcher_hands_verl_the_trackers_and_their_folders(tmp_path):

@@ -21,3 +21,35 @@ def test_interrupted_resumes_finished_or_changed_starts_afresh(tmp_path):
     assert "other training settings" in workdir.prepare(work, {**settings, "lr": 2e-3})
     assert not (work / "ckpt_step000002.pt").exists()
     assert workdir.prepare(work, {**settings, "lr": 2e-3}).startswith("resuming")  # same settings again
+
+
+def test_progress_rows_survive_a_job_killed_mid_line(tmp_path):
+    """A job killed while appending leaves a torn line: the readers skip it, and the next job's rows start on a
+    line of their own (appended after the fragment, they would be lost too). Each row carries its job's start
+    and its own time (`vicurl.status` times steps by them)."""
+    import json
+    import time
+
+    p = tmp_path / workdir.PROGRESS
+    before = time.time()
+    workdir.append_progress(p, {"step": 1, "a": 1.0})
+    with open(p, "a") as f:
+        f.write('{"step": 2, "a": 2')  # killed here
+    workdir.append_progress(p, {"step": 2, "a": 3.0})
+    lines = p.read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[2])["a"] == 3.0
+    rows = workdir.read_metrics(p)
+    assert [(r["step"], r["a"]) for r in rows] == [(1, 1.0), (2, 3.0)]
+    assert rows[0]["time/job"] == rows[1]["time/job"] == workdir.JOB_START
+    assert before <= rows[0]["time/finished"] <= rows[1]["time/finished"] <= time.time()
+    assert [r["step"] for r in workdir.last_records(p)] == [1, 2]
+
+
+def test_the_last_records_of_a_long_progress_file_are_read_from_its_end(tmp_path):
+    import json
+
+    p = tmp_path / workdir.PROGRESS
+    p.write_text("".join(json.dumps({"step": s, "pad": "x" * 100}) + "\n" for s in range(1, 1001)))
+    rows = workdir.last_records(p, nbytes=4096)
+    assert rows[-1]["step"] == 1000 and len(rows) < 40
+    assert [r["step"] for r in rows] == list(range(rows[0]["step"], 1001))  # no cut line read as a record

@@ -147,3 +147,34 @@ def test_the_gpu_lock_pins_what_the_verl_env_and_pyproject_ask(python):
     assert {"torch", "triton", "nvidia-cublas", "nvidia-nccl-cu13", "sympy", "filelock"} <= torch
     assert not torch & {"nvidia-ml-py", "nvidia-cutlass-dsl", "nvidia-cudnn-frontend", "cuda-python", "torchvision",
                         "torchaudio", "flashinfer-python", "vllm", "numpy"}
+
+
+def test_the_project_installs_offline_with_the_wheelhouses_build_backend(tmp_path):
+    """The offline install's last step (docs/verl.md, "Installing offline"): ``pip install --no-index --find-links
+    wheels --no-deps -e .`` builds the project in an environment of pip's own, from the wheelhouse, which holds
+    pyproject.toml's build backend at the lock's pin even ``--without-torch`` (`wheelhouse.build_requirements`);
+    pip's configuration (a cluster's mirror) is not read. It failed while the build asked for ``wheel``, in no lock,
+    and while the wheelhouse had no setuptools without torch's closure."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("wheelhouse", REPO / "envs" / "wheelhouse.py")
+    wheelhouse = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wheelhouse)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    build = wheelhouse.build_requirements(wheelhouse.read_lock(version))
+    assert [b.split("==")[0] for b in build] == ["setuptools"], build
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--dest",
+                    str(wheels), *build], check=True, timeout=300)  # what `download` adds, from the package index
+    project = tmp_path / "checkout"  # the files the build reads (its egg-info is written there)
+    shutil.copytree(REPO / "src" / "vicurl", project / "src" / "vicurl", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, project / name)
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=300)
+    py = tmp_path / "venv" / "bin" / "python"
+    out = subprocess.run([str(py), "-m", "pip", "install", "--no-index", "--find-links", str(wheels), "--no-deps",
+                          "-e", str(project)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    found = subprocess.run([str(py), "-c", "import vicurl, sys; print(vicurl.__file__)"], capture_output=True, text=True)
+    assert found.stdout.strip() == str(project / "src" / "vicurl" / "__init__.py"), found.stderr

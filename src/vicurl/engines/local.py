@@ -253,8 +253,7 @@ class LocalTrainer:
             metrics = self.train_step(step)
             self.step = step
             self.history.append(metrics)
-            with open(self.work_dir / workdir.PROGRESS, "a") as f:
-                f.write(json.dumps(engine_step.finite_metrics(metrics), sort_keys=True) + "\n")
+            workdir.append_progress(self.work_dir / workdir.PROGRESS, engine_step.finite_metrics(metrics))
             if tracker is not None:
                 tracker.log(metrics, step)
             log.info("step %d %s", step, json.dumps({k: round(v, 4) for k, v in metrics.items() if isinstance(v, float)}))

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
@@ -22,6 +24,7 @@ PUBLISHED = "published.json"
 FINGERPRINT = "settings.sha256"
 PROGRESS = "metrics.jsonl"  # each step's metrics row, appended as the job trains (both engines; `vicurl.status`)
 HISTORY = "train.log"  # every job's log lines (`vicurl.workflow.setup`), kept when the folder is emptied
+JOB_START = time.time()  # the rows one job (one process) appends share it: `vicurl.status` times steps by it
 
 
 def fingerprint(settings: Mapping[str, Any]) -> str:
@@ -57,14 +60,48 @@ def mark_published(work_dir: str | Path) -> None:
     write_json(Path(work_dir) / PUBLISHED, {"published_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
 
+def append_progress(path: str | Path, row: Mapping[str, Any]) -> None:
+    """Append a finished step's row to a progress file (``PROGRESS``), stamped with its job's start and its own
+    time (``time/job``, ``time/finished``: Unix seconds); on a line of its own after a job killed mid-line."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({**row, "time/job": JOB_START, "time/finished": time.time()}, sort_keys=True) + "\n"
+    with open(path, "a+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        torn = end > 0 and f.seek(end - 1) >= 0 and f.read(1) != b"\n"
+        f.write((("\n" if torn else "") + line).encode())
+
+
+def _records(lines: list[str]) -> list[dict[str, Any]]:
+    """The lines that are whole records (a job killed while writing leaves a torn one)."""
+    out = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("step"), int):
+            out.append(rec)
+    return out
+
+
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """A run's metrics file, its progress file (``PROGRESS``) included, of a possibly resumed run: the last
     record of each step, in step order."""
-    by_step: dict[int, dict[str, Any]] = {}
     p = Path(path)
-    if p.exists():
-        for line in p.read_text().splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                by_step[int(rec["step"])] = rec
+    rows = _records(p.read_text().splitlines()) if p.exists() else []
+    by_step = {int(rec["step"]): rec for rec in rows}
     return [by_step[s] for s in sorted(by_step)]
+
+
+def last_records(path: str | Path, nbytes: int = 1 << 16) -> list[dict[str, Any]]:
+    """The records in the last ``nbytes`` of a progress file, as written (a resumed run's steps repeat): what
+    `vicurl.status` needs of a long run without reading it whole."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    with open(p, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - nbytes))
+        lines = f.read().decode(errors="replace").splitlines()
+    return _records(lines[1:] if size > nbytes else lines)  # the first line may be cut

@@ -8,8 +8,10 @@ DTensor``; verl issue #7520). In the root unit it is unsharded with the root's o
 whole forward and backward. Three of the paper's models are untied (R1-Distill-Qwen-1.5B,
 Qwen2.5-Math-7B, Qwen2.5-7B-Instruct); tied models are wrapped as before.
 
-The cost: the root unit is not resharded after the forward, so the head stays whole on every rank
-through the step (vocabulary x hidden x 2 bytes: 0.47 GB at the 1.5B shape, 1.09 GB at 7B).
+The cost: the root unit is gathered for the whole forward and the whole backward (it holds the others), so
+the head is whole on every rank during both (vocabulary x hidden x 2 bytes: 0.47 GB at the 1.5B shape,
+1.09 GB at 7B) where a unit of its own is gathered around its matmul only; between them and after the step it
+is sharded as before (verl passes ``reshard_after_forward=True``, workers/engine/fsdp/transformer_impl.py).
 
 verl imports this module in every process of a run (the launcher names it in ``VERL_USE_EXTERNAL_MODULES``:
 `vicurl.engines.verl.launch.verl_environment`), on a GPU and a CPU. ``PATCHES`` names the verl line this

@@ -20,7 +20,6 @@ Nothing here needs Ray or a GPU.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from vicurl.algos.grpo import outcome_to_token_rewards
 from vicurl.checks import verl_refusal
 from vicurl.curriculum import Batch, Selection, make_curriculum, schedules
 from vicurl.engines import step as engine_step
+from vicurl.engines import workdir
 from vicurl.sampling import decode_responses
 from vicurl.settings import TrainSettings
 
@@ -336,9 +336,7 @@ class Hook:
                "actor/update_seqs": float(plan.keep.sum()),
                "time/step_s": time.perf_counter() - p.t0}
         if self.metrics_path is not None:
-            self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.metrics_path, "a") as f:
-                f.write(json.dumps(engine_step.finite_metrics(rec), sort_keys=True) + "\n")
+            workdir.append_progress(self.metrics_path, engine_step.finite_metrics(rec))
         self.pending = None
         return rec
 

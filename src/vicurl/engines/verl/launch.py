@@ -240,14 +240,24 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
                    prompt_stats=prompt_stats, start_step=start_step, tracking=tracking)
     ov.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH={_q(worker_pythonpath())}")
     write_json(work / "verl_overrides.json", ov)
-    env = {**os.environ, "PYTHONPATH": worker_pythonpath()}
-    env.setdefault("VERL_FILE_LOGGER_PATH", str(work / "verl_log.jsonl"))
-    env.update(verl_environment(env))
-    env.update(vicurl_tracking.environment(tracking or {}))
+    env = job_environment(os.environ, work, tracking)
     with vllm_env.short_sockets(env, ray=True) as sockets:
         supervise.run([sys.executable, "-m", "vicurl.engines.verl.fit", str(work / "verl_overrides.json")],
                       env={**env, **sockets}, progress=work / workdir.PROGRESS, step_timeout=60 * float(v.step_timeout),
                       exit_with_parent=exit_with_parent)
+
+
+def job_environment(base: dict[str, str], work: Path, tracking: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of verl's process and, inherited, of every process of the run: ``base`` with the project on
+    PYTHONPATH, verl's file logger in ``work``, ``verl_environment`` and the trackers' folders, without RAY_ADDRESS:
+    verl's ``ray.init`` would join the cluster it names, whose workers never see these variables (an untied head
+    would meet the DTensor error again, two runs share a socket); each run starts a Ray of its own."""
+    env = {k: v for k, v in base.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = worker_pythonpath()
+    env.setdefault("VERL_FILE_LOGGER_PATH", str(work / "verl_log.jsonl"))
+    env.update(verl_environment(env))
+    env.update(vicurl_tracking.environment(tracking or {}))
+    return env
 
 
 # the project's patches of verl, imported by `import verl` in every process of a run (Ray's workers and vLLM's
