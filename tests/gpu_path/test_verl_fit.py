@@ -94,7 +94,8 @@ def entropy_runs(vllm, verl_launch, untied_model_dir, tiny_model_dir, demo_train
     replicas), the untied copy of the demo's model, the 7B's offload settings and G = 3 (a step's kept rows,
     3 prompts x 3 at beta 0.2, are odd: the trainer pads them to the ranks). Run ``a`` uninterrupted, at the
     same time as SENT's 1-rank run on the tied model (two runs on one machine, each with its own Ray,
-    ranks and replicas); run ``b`` stopped (SIGTERM to the train job, as SLURM's time limit or a user sends
+    ranks and replicas; the recorder holds each at step 1 until the other is there, so that their updates and
+    weight syncs overlap); run ``b`` stopped (SIGTERM to the train job, as SLURM's time limit or a user sends
     it) once verl's save of step 2 is complete, then resumed by the same command. Also: the processes run
     ``b`` had when it was stopped and those of them left once the job exited."""
     settings = {**BASE, "group_size": 3, "total_steps": 3, "reward": "entropy", "curriculum": "vicurl",
@@ -102,13 +103,16 @@ def entropy_runs(vllm, verl_launch, untied_model_dir, tiny_model_dir, demo_train
     sent = {**BASE, "total_steps": 2, "reward": "oracle", "curriculum": "sent", "export_steps": [2]}
     root = tmp_path_factory.mktemp("vicurl_entropy")
     two = dict(ranks=2, verl=OFFLOAD)
+    meet = {"a": f"{root}/a.step1,{root}/sent.step1", "sent": f"{root}/sent.step1,{root}/a.step1"}  # verl_recorder.py
     with ThreadPoolExecutor(2) as pool:
-        run_a = pool.submit(verl_launch, root / "a", settings, untied_model_dir, demo_train_set, **two)
+        run_a = pool.submit(verl_launch, root / "a", settings, untied_model_dir, demo_train_set,
+                            env={"VICURL_RECORD_MEET": meet["a"]}, **two)
         run_sent = pool.submit(verl_launch, root / "sent", sent, tiny_model_dir, demo_train_set,
-                               prompt_stats=str(sent_stats[1]))
+                               prompt_stats=str(sent_stats[1]), env={"VICURL_RECORD_MEET": meet["sent"]})
         for rc, log, _ in (run_a.result(), run_sent.result()):
             assert rc == 0, log[-4000:]
-    rc, log, stopped = verl_launch(root / "b", settings, untied_model_dir, demo_train_set, stop_after_save=2, **two)
+    rc, log, stopped = verl_launch(root / "b", settings, untied_model_dir, demo_train_set, stop_after_save=2,
+                                   env={"VICURL_RECORD_HOLD_AT": "3"}, **two)  # the signal comes in step 3
     left = alive(stopped)
     assert rc != 0 and not (root / "b" / "metrics.jsonl").exists(), log[-2000:]
     rc, log, _ = verl_launch(root / "b", settings, untied_model_dir, demo_train_set, **two)
@@ -233,7 +237,7 @@ def test_every_replica_samples_from_the_weights_the_last_update_made(entropy_run
             mine = torch.as_tensor(servers == server)
             got = {"synced max": float(synced[mine].max()), "synced": float(synced[mine].mean()),
                    "one update earlier": float(stale[mine].mean())}
-            assert got["synced max"] < 0.02 and got["one update earlier"] > 2 * got["synced"], (step, server, got)
+            assert got["synced max"] < 0.02 and got["one update earlier"] > 10 * got["synced"], (step, server, got)
     (old, *_) = records(entropy_runs.sent, 2, "old_pass")
     assert float(row_sync(old).max()) < 0.02, row_sync(old).tolist()
     for run in (a, entropy_runs.sent):

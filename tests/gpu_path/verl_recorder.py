@@ -13,6 +13,12 @@ Imported in every process verl starts when named in ``VERL_USE_EXTERNAL_MODULES`
 ``LLMServerClient``        (verl 0.9.1, ``workers/rollout/llm_server.py``) ``generate`` adds the id of the
                            replica ``_acquire_server`` chose to its output's ``extra_fields``, which verl's
                            agent loop puts into the batch's non-tensor fields (``server_id``)
+
+With ``VICURL_RECORD_HOLD_AT=N`` step N's old-policy pass never ends: a run to be stopped after step N - 1's save
+waits there for the signal (step N alone takes a second here, shorter than a test can be sure to notice the
+save). With ``VICURL_RECORD_MEET=mine,partner`` (two runs at once) step 1's old-policy pass ends only when both runs
+have reached it (each touches its file and waits for the other's): their updates and weight syncs then run
+at the same time, however long each took to start.
 """
 
 from __future__ import annotations
@@ -31,6 +37,17 @@ def _rows(batch) -> dict:
     ntb = batch.non_tensor_batch
     ids = [str((e or {}).get("id")) for e in ntb["extra_info"]] if "extra_info" in ntb else []
     return {"ids": ids, "uid": [str(u) for u in ntb.get("uid", [])], "servers": [str(s) for s in ntb.get("server_id", [])]}
+
+
+def _meet(mine: str, partner: str, timeout: float = 600.0) -> None:
+    import time
+
+    Path(mine).touch()
+    deadline = time.time() + timeout
+    while not Path(partner).exists():
+        if time.time() > deadline:
+            raise TimeoutError(f"the partner run never reached step 1 ({partner})")
+        time.sleep(0.2)
 
 
 # the replica a request went to: a holder per ``generate`` call, filled by ``_acquire_server`` (a dict, so that
@@ -75,6 +92,13 @@ def _install(folder: Path) -> None:
                **{k: batch.batch[k].clone() for k in KEYS if k in batch.batch.keys()},
                "entropys": out.batch["entropys"].clone(), "old_log_probs": out.batch["old_log_probs"].clone()}
         torch.save(rec, folder / f"step{int(self.global_steps)}.old_pass{next(counter)}.pt")
+        if int(self.global_steps) == 1 and os.environ.get("VICURL_RECORD_MEET"):
+            _meet(*os.environ["VICURL_RECORD_MEET"].split(","))
+        if str(int(self.global_steps)) == os.environ.get("VICURL_RECORD_HOLD_AT"):
+            import time
+
+            while True:  # until the test's signal ends the run
+                time.sleep(1)
         return out, mfu
 
     def _update_actor(self, batch):

@@ -19,7 +19,7 @@ import json
 import shutil
 from pathlib import Path
 
-from vicurl.engines.workdir import PROGRESS
+from vicurl.engines.workdir import PROGRESS, read_metrics
 from vicurl.io import atomic_path, link_or_copy
 
 TRACKER = "latest_checkpointed_iteration.txt"  # verl's record of its last complete save
@@ -138,10 +138,8 @@ def fork(source_work_dir: str | Path, work_dir: str | Path, step: int) -> None:
                            f"the run this one continues lost its final training state; retrain it to continue from it")
     with atomic_path(step_dir(ckpt, step)) as tmp:
         shutil.copytree(step_dir(src_ckpt, step), tmp, copy_function=link_or_copy)
-    metrics = Path(source_work_dir) / PROGRESS
-    lines = [ln for ln in (metrics.read_text().splitlines() if metrics.exists() else [])
-             if ln.strip() and int(json.loads(ln)["step"]) <= int(step)]
+    rows = [r for r in read_metrics(Path(source_work_dir) / PROGRESS) if r["step"] <= int(step)]
     with atomic_path(Path(work_dir) / PROGRESS) as tmp:
-        tmp.write_text("".join(ln + "\n" for ln in lines))
+        tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
     with atomic_path(ckpt / TRACKER) as tmp:
         tmp.write_text(str(int(step)))
