@@ -382,8 +382,9 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
     prompts' rows are refilled with memory-bank prompts rolled out inside the step (a second generation
     and old-policy pass), and the update trains on them. (verl's fit raised KeyError 'mfu' at the first
     replay before the replay batch carried global_token_num.) With 8 agent-loop workers, as on a GPU:
-    verl splits a replay's r x G rows into 8 equal chunks (`trainer.generate_in_equal_chunks` pads them)
-    and spreads them over the replicas, every one of which samples from the actor's weights. Under a
+    verl splits a replay's r x G rows into 8 equal chunks (`trainer.generate_in_equal_chunks` pads them where
+    r x G is not a multiple of 8; this run's replays are 2 x 4 rows) and spreads them over the replicas (all 4
+    serve the step's batch, more than one the replay), every one of which samples from the actor's weights. Under a
     100-character TMPDIR, as SLURM's per-job ones can be: Ray's and vLLM's sockets go through the
     launcher's short link (`vicurl.vllm_env.short_sockets`)."""
     settings = {**BASE, "total_steps": 3, "reward": "oracle", "curriculum": "vcrl",
