@@ -890,6 +890,16 @@ def test_eight_data_parallel_ranks_train_as_one(char_model_dir, tmp_path, monkey
     torch.testing.assert_close(dp_loss, u.local_loss, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(g_dp, g_local, rtol=1e-5, atol=1e-8)
 
+    # a rank that holds padding rows only (fewer kept rows than ranks, G not a multiple of them; no run here
+    # reaches it): its loss is 0 and its gradient 0, not NaN, which FSDP's average would spread to every rank
+    idx = torch.arange(len(u.rows)).chunk(8)[0]
+    padding = shards[0].clone()
+    padding["response_mask"] = torch.zeros_like(padding["response_mask"])
+    tu.assign_non_tensor(padding, dp_size=8, batch_num_tokens=tokens)
+    loss, _ = ppo_loss(u.actor_cfg, {"log_probs": to_no_padding(u.logp[u.rows[idx]], u.batch.batch[idx])}, padding)
+    (g,) = torch.autograd.grad(loss, u.logp)
+    assert float(loss.detach()) == 0.0 and torch.isfinite(g).all() and float(g.abs().max()) == 0.0
+
 
 def test_each_run_starts_a_ray_of_its_own_with_the_runs_variables(tmp_path):
     """The train job's environment, which every process of the run inherits: the project's verl patches, the
