@@ -16,9 +16,9 @@ runs) and ``<results>/status_studies.csv`` (the studies).
 A run's state:
   done      its outputs are there (provenance.json, written last)
   running   a job of it began and has not ended, and SLURM says the job runs (``sacct``), or a Snakemake
-            alive on this machine holds the run's outputs (``.snakemake/locks``) and the run's log or
-            progress file changed since that Snakemake started (a mark an earlier, killed Snakemake left
-            is not a job of this one); run the command where Snakemake runs (for SLURM: the login node)
+            alive on this machine marked the run's outputs incomplete after it started, as it does when it
+            starts a job (a mark an earlier, killed Snakemake left is older); run the command where
+            Snakemake runs (for SLURM: the login node)
   queued    SLURM holds its job (PENDING, requeued or suspended)
   stopped   a job of it began and ended without finishing (killed with Snakemake, stopped by a signal,
             SLURM's time limit): the next job resumes it from its last save
@@ -97,8 +97,12 @@ def load_config(configfiles: list[Path]) -> dict[str, Any]:
     return checks.read(config, REPO / "config" / "schema.yaml")
 
 
+MARKED = "marked_at"  # a mark's time (Snakemake writes it when it starts the job)
+
+
 def incomplete(workdir: Path) -> dict[str, dict]:
-    """Snakemake's incomplete marks: output path -> its record (``external_jobid``: SLURM's job id)."""
+    """Snakemake's incomplete marks: output path -> its record (``external_jobid``: SLURM's job id) and when it
+    was written (``MARKED``)."""
     root = workdir / ".snakemake" / "incomplete"
     out = {}
     for folder, _, files in os.walk(root):
@@ -109,22 +113,12 @@ def incomplete(workdir: Path) -> dict[str, dict]:
             encoded = "".join(p.removeprefix("@") for p in (*parts, name))  # long names are split into folders
             try:
                 key = base64.urlsafe_b64decode(encoded.encode()).decode()
-                out[key] = json.loads((Path(folder) / name).read_text() or "{}")
+                mark = Path(folder) / name
+                out[key] = {**json.loads(mark.read_text() or "{}"), MARKED: mark.stat().st_mtime}
             except (ValueError, UnicodeDecodeError):
                 continue  # not a mark of this Snakemake's
             except FileNotFoundError:
                 continue  # its job ended meanwhile
-    return out
-
-
-def locked_outputs(workdir: Path) -> set[str]:
-    """The outputs a Snakemake running in ``workdir`` now has locked (its targets' whole plan)."""
-    out = set()
-    for lock in (workdir / ".snakemake" / "locks").glob("*.output.lock"):
-        try:
-            out.update(line.strip() for line in lock.read_text().splitlines() if line.strip())
-        except FileNotFoundError:
-            continue  # that Snakemake ended meanwhile
     return out
 
 
@@ -185,10 +179,11 @@ def snakemake_started(workdir: Path) -> float | None:
     for p in psutil.process_iter(["cmdline", "cwd", "create_time"]):
         try:
             argv = p.info["cmdline"] or []
-            # `snakemake ...`, `python .../bin/snakemake ...`, `python -m snakemake ...` (its jobs' too)
-            entry = [Path(a).name for a in argv[:2]] == ["snakemake"] or (
-                len(argv) > 1 and Path(argv[0]).name.startswith("python")
-                and (Path(argv[1]).name == "snakemake" or argv[1:3] == ["-m", "snakemake"]))
+            names = [Path(a).name for a in argv]
+            # `snakemake ...`, `python .../bin/snakemake ...`, `python [-u ...] -m snakemake ...` (its jobs' too)
+            entry = bool(names) and (names[0] == "snakemake" or ("python" in names[0] and (
+                names[1:2] == ["snakemake"]
+                or any(argv[i:i + 2] == ["-m", "snakemake"] for i in range(1, len(argv) - 1)))))
             if entry and p.info["cwd"] and Path(p.info["cwd"]) == here:
                 started.append(p.info["create_time"])
         except (psutil.Error, OSError):
@@ -212,7 +207,7 @@ def seconds_per_step(rows: list[dict[str, Any]]) -> float:
     return sum(recent) / len(recent) if recent else math.nan
 
 
-def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, dict], locked: set[str],
+def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, dict],
                slurm: dict[str, tuple[str, float, int]], jobs: list[LogJob], started: float | None,
                now: float) -> RunStatus:
     """One run's row; ``jobs``: its train log's jobs (`log_jobs`), ``slurm``: SLURM's record (`sacct`),
@@ -227,12 +222,11 @@ def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, 
     mark = next((m for key, m in marks.items() if key.startswith(out + "/")), None)
     job = current_slurm_job(out, marks, jobs)
     state_slurm = slurm.get(job, ("", 0.0, 0))[0]
-    active = [p.stat().st_mtime for p in (log, work / workdir_lib.PROGRESS) if p.exists()]
     if (workdir / out / "provenance.json").exists():
         state = "done"
     elif mark is not None:
-        held = (any(k.startswith(out + "/") for k in locked) and started is not None
-                and bool(active) and max(active) >= started - 1)
+        # a job of the live Snakemake: marked since it started (a killed Snakemake's marks stay, older)
+        held = started is not None and mark.get(MARKED, 0.0) >= started - 1
         if state_slurm in SLURM_WAITING:
             state = "queued"
         elif state_slurm in ("RUNNING", "COMPLETING") or (not state_slurm and held):
@@ -251,14 +245,22 @@ def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, 
     if state == "running" and not math.isnan(per):
         finish = datetime.fromtimestamp(now + (steps - step) * per).strftime("%Y-%m-%d %H:%M")
     # each job's GPU hours: SLURM's elapsed time times the GPUs it gave the job, else the log's times the rule's
-    n_gpus = run_gpus(config, run)
-    seconds = 0.0
-    for j in jobs:
-        _, elapsed, gpus = slurm.get(j.slurm_job, ("", 0.0, 0))
-        seconds += elapsed * gpus if gpus else j.seconds * n_gpus
-    last = rows[-1] if rows else {}
+    seconds = gpu_seconds(jobs, slurm, run_gpus(config, run))
+    latest = rows[-1] if rows else {}
     return RunStatus(run.study, run.model, run.setting, run.seed, state, step, steps, per, finish,
-                     _num(last.get("reward/mean")), _num(last.get("reward/oracle_acc")), seconds / 3600, job)
+                     _num(latest.get("reward/mean")), _num(latest.get("reward/oracle_acc")), seconds / 3600, job)
+
+
+def gpu_seconds(jobs: list[LogJob], slurm: dict[str, tuple[str, float, int]], n_gpus: int) -> float:
+    """A run's GPU seconds: each job's SLURM elapsed time times the GPUs SLURM gave it, else its log's seconds
+    times the rule's GPUs. SLURM keeps a requeued job's id and reports its last run only: the earlier runs of
+    that id count by their log."""
+    last = {j.slurm_job: i for i, j in enumerate(jobs)}
+    seconds = 0.0
+    for i, j in enumerate(jobs):
+        _, elapsed, gpus = slurm.get(j.slurm_job, ("", 0.0, 0))
+        seconds += elapsed * gpus if gpus and last[j.slurm_job] == i else j.seconds * n_gpus
+    return seconds
 
 
 def current_slurm_job(out: str, marks: dict[str, dict], jobs: list[LogJob]) -> str:
@@ -355,14 +357,14 @@ def estimate(config: dict, cache: Path) -> tuple[float, dict[str, float]] | None
 def status(config: dict, workdir: Path, with_estimate: bool = True) -> dict[str, Any]:
     """The runs' states and the per-study and overall counts (``main`` prints them)."""
     now = time.time()
-    marks, locked = incomplete(workdir), locked_outputs(workdir)
+    marks = incomplete(workdir)
     R = runs_lib.results_dir(config)
     plan = runs_lib.runs(config)
     logs = {run.path: log_jobs(workdir / f"{R}/logs/train/{run.path}.log") for run in plan}
     slurm = sacct([str(m["external_jobid"]) for m in marks.values() if m.get("external_jobid")]
                   + [j.slurm_job for jobs in logs.values() for j in jobs])
-    started = snakemake_started(workdir) if locked else None
-    runs = [run_status(config, run, workdir, marks, locked, slurm, logs[run.path], started, now) for run in plan]
+    started = snakemake_started(workdir) if marks else None
+    runs = [run_status(config, run, workdir, marks, slurm, logs[run.path], started, now) for run in plan]
     studies: dict[str, dict[str, Any]] = {}
 
     def count(study: str, rule: str, done: bool, hours: float) -> None:

@@ -16,7 +16,6 @@ Which trackers a run writes to changes nothing it trains: a changed ``loggers`` 
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -31,16 +30,16 @@ def folders(config: Mapping[str, Any], run_path: str) -> dict[str, Path]:
     return {name: Path(results_dir(config), name, run_path) for name in config.get("loggers", ["tensorboard"])}
 
 
-def environment(folders: Mapping[str, str | Path]) -> dict[str, str]:
+def environment(folders: Mapping[str, str | Path], training: str = "") -> dict[str, str]:
     """The variables that send verl's trackers to ``folders`` (its TensorBoard adapter reads TENSORBOARD_DIR;
-    W&B runs offline, in WANDB_DIR, as the run of WANDB_RUN_ID, a digest of the folder's path)."""
+    W&B runs offline, in WANDB_DIR, as the run ``training`` names: `vicurl.engines.workdir.training_id`)."""
     env = {}
     if "tensorboard" in folders:
         env["TENSORBOARD_DIR"] = str(Path(folders["tensorboard"]).resolve())
     if "wandb" in folders:
-        env.update(WANDB_MODE="offline", WANDB_DIR=str(Path(folders["wandb"]).resolve()), WANDB_SILENT="true",
-                   # one W&B run per training run, whichever job of it logs (a resumed job continues the run)
-                   WANDB_RUN_ID=hashlib.sha256(str(folders["wandb"]).encode()).hexdigest()[:16], WANDB_RESUME="allow")
+        env.update(WANDB_MODE="offline", WANDB_DIR=str(Path(folders["wandb"]).resolve()), WANDB_SILENT="true")
+        if training:  # one W&B run per training, whichever job of it logs (a resumed job continues it)
+            env.update(WANDB_RUN_ID=training, WANDB_RESUME="allow")
     return env
 
 
@@ -53,12 +52,13 @@ def verl_loggers(folders: Mapping[str, str | Path]) -> list[str]:
 class Tracker:
     """verl's ``Tracking`` over ``folders`` (the local engine's; verl's loop makes its own)."""
 
-    def __init__(self, folders: Mapping[str, str | Path], run_name: str, settings: Mapping[str, Any]):
+    def __init__(self, folders: Mapping[str, str | Path], run_name: str, settings: Mapping[str, Any],
+                 training: str = ""):
         import os
 
         for path in folders.values():
             Path(path).mkdir(parents=True, exist_ok=True)
-        os.environ.update(environment(folders))
+        os.environ.update(environment(folders, training))
         self._tracking = None
         if folders:
             from verl.utils.tracking import Tracking

@@ -46,7 +46,7 @@ from vicurl.prompts import build_prompts
 from vicurl.sampling import Rollouts
 from vicurl.settings import TrainSettings
 
-from harness import DEMO, ENGINE_RUN, REPO, settings_for
+from harness import DEMO, ENGINE_RUN, LAUNCHER_RUN, REPO, settings_for
 
 B, G, R = ENGINE_RUN["batch_size"], ENGINE_RUN["group_size"], ENGINE_RUN["max_response_length"]
 
@@ -901,16 +901,36 @@ def test_eight_data_parallel_ranks_train_as_one(char_model_dir, tmp_path, monkey
     assert float(loss.detach()) == 0.0 and torch.isfinite(g).all() and float(g.abs().max()) == 0.0
 
 
-def test_each_run_starts_a_ray_of_its_own_with_the_runs_variables(tmp_path):
+def test_each_run_starts_a_ray_of_its_own_with_the_runs_variables(tmp_path, monkeypatch):
     """The train job's environment, which every process of the run inherits: the project's verl patches, the
-    run's socket token, vLLM with nothing to compile, the trackers' folders; RAY_ADDRESS (a cluster a user or
-    a site has running) left out, since verl's ``ray.init`` would join that cluster, whose workers never see
-    these variables."""
+    run's socket token, vLLM with nothing to compile, the trackers' folders. On one node verl's ``ray.init`` is
+    told to start a Ray of its own (address "local"): given no address, Ray joins the cluster that RAY_ADDRESS
+    or a `ray start` on the node names (its ray_current_cluster file), whose workers never see these
+    variables; several nodes need the user's cluster of them."""
+    from ray._private import services
+
     base = {"RAY_ADDRESS": "10.0.0.1:6379", "PATH": "/usr/bin", "VERL_USE_EXTERNAL_MODULES": "mine"}
     env = launch.job_environment(base, tmp_path, {"tensorboard": str(tmp_path / "tb")})
-    assert "RAY_ADDRESS" not in env and base["RAY_ADDRESS"] == "10.0.0.1:6379" and env["PATH"] == "/usr/bin"
-    assert env["VERL_USE_EXTERNAL_MODULES"].split(",") == ["mine", *launch.VERL_MODULES]
+    assert env["PATH"] == "/usr/bin" and env["VERL_USE_EXTERNAL_MODULES"].split(",") == ["mine", *launch.VERL_MODULES]
     assert env["VICURL_RUN_TOKEN"] and env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
     assert env["VERL_FILE_LOGGER_PATH"] == str(tmp_path / "verl_log.jsonl")
     assert env["TENSORBOARD_DIR"] == str((tmp_path / "tb").resolve())
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO / "src")
+
+    settings = settings_for("oracle", "vicurl", run=LAUNCHER_RUN, params_from=None)
+
+    def address(nnodes):
+        ov = launch.overrides(settings, model_path="m", train_files="t.parquet", work_dir=str(tmp_path),
+                              settings_path="s", train_set="ts.parquet", vocab_size=100, n_train=8,
+                              verl={"n_gpus_per_node": 1, "nnodes": nnodes})
+        return launch.compose(ov).ray_kwargs.ray_init.get("address")
+
+    assert address(1) == "local" and address(2) is None
+    # what Ray makes of it on a node where `ray start` ran and RAY_ADDRESS names that cluster
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text("10.0.0.1:6379")
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert services.canonicalize_bootstrap_address(None) == "10.0.0.1:6379"  # no address: that cluster
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert services.canonicalize_bootstrap_address("local") is None  # "local": a new one

@@ -77,3 +77,12 @@ def test_a_snakemake_is_told_from_other_processes_that_name_it(tmp_path):
     finally:
         tail.kill()
         tail.wait()
+
+
+def test_gpu_hours_count_a_requeued_slurm_job_once():
+    """Jobs 7 and 8 ran on SLURM (8 twice: requeued, same id; sacct reports its last run), the first without
+    SLURM: SLURM's elapsed time times its GPUs once per id, the log's seconds times the rule's GPUs else."""
+    jobs = [status.LogJob(100.0, "", ""), status.LogJob(50.0, "7", "stopped"), status.LogJob(30.0, "8", "stopped"),
+            status.LogJob(40.0, "8", "")]
+    slurm = {"7": ("TIMEOUT", 60.0, 8), "8": ("RUNNING", 45.0, 8)}
+    assert status.gpu_seconds(jobs, slurm, 8) == 100 * 8 + 60 * 8 + 30 * 8 + 45 * 8

@@ -17,25 +17,37 @@ from harness import LAUNCHER_RUN, settings_for, tensorboard_scalars
 
 def test_the_local_trackers_write_tensorboard_events_and_an_offline_wandb_run(tmp_path, monkeypatch):
     """verl's own Tracking, as the local engine uses it: the event files hold every numeric column of each
-    step's row, and W&B writes an offline run (nothing leaves the machine) in the run's folder."""
+    step's row, and W&B writes an offline run (nothing leaves the machine) in the run's folder. A resumed job
+    of the same training continues that W&B run (`wandb sync` uploads one run, the jobs' folders in turn); a
+    training from step 0 again (a retrain) is a run of its own."""
+    from vicurl.engines import workdir
+
     monkeypatch.chdir(tmp_path)
     folders = {"tensorboard": tmp_path / "tb" / "run", "wandb": tmp_path / "wb" / "run"}
-    tracker = tracking.Tracker(folders, "oracle-vicurl-seed0", {"lr": 1e-3})
+    work = tmp_path / "_work"
+    workdir.prepare(work, {"lr": 1e-3})
+    tracker = tracking.Tracker(folders, "oracle-vicurl-seed0", {"lr": 1e-3}, training=workdir.training_id(work))
     for step in (1, 2, 3):
         tracker.log({"step": step, "curriculum/beta_target": 0.2 * step, "reward/mean": 0.5, "label": "x"}, step)
     tracker.close()
     curves = tensorboard_scalars(folders["tensorboard"])
     assert curves["curriculum/beta_target"] == pytest.approx([0.2, 0.4, 0.6]) and "label" not in curves
     assert list((folders["wandb"] / "wandb").glob("offline-run-*/run-*.wandb"))
-    # the run's next job (a resume) continues the same W&B run: `wandb sync` uploads one run, not one a job
+
+    def wandb_runs():
+        return sorted(r.name.rsplit("-", 1)[1] for r in (folders["wandb"] / "wandb").glob("offline-run-*"))
+
     time.sleep(1.1)  # W&B names an offline run's folder by the second it started
-    tracker = tracking.Tracker({"wandb": folders["wandb"]}, "oracle-vicurl-seed0", {"lr": 1e-3})
+    assert workdir.prepare(work, {"lr": 1e-3}).startswith("resuming")  # the run's next job
+    tracker = tracking.Tracker({"wandb": folders["wandb"]}, "oracle-vicurl-seed0", {"lr": 1e-3},
+                               training=workdir.training_id(work))
     tracker.log({"step": 4, "reward/mean": 0.6}, 4)
     tracker.close()
-    runs = sorted((folders["wandb"] / "wandb").glob("offline-run-*"))
-    assert len(runs) == 2 and len({r.name.rsplit("-", 1)[1] for r in runs}) == 1, runs
-    other = tracking.environment({"wandb": tmp_path / "wb" / "another_run"})["WANDB_RUN_ID"]
-    assert other != runs[0].name.rsplit("-", 1)[1]
+    ids = wandb_runs()
+    assert len(ids) == 2 and set(ids) == {workdir.training_id(work)}, ids
+    workdir.mark_published(work)  # the run trained again from step 0 (W&B reads the id once a process: the id here)
+    assert "training it again from step 0" in workdir.prepare(work, {"lr": 1e-3})
+    assert tracking.environment({"wandb": folders["wandb"]}, workdir.training_id(work))["WANDB_RUN_ID"] not in ids
 
 
 def test_the_launcher_hands_verl_the_trackers_and_their_folders(tmp_path):
@@ -46,7 +58,7 @@ def test_the_launcher_hands_verl_the_trackers_and_their_folders(tmp_path):
     ov = launch.overrides(settings, model_path="m", train_files="t.parquet", work_dir=str(tmp_path), settings_path="s",
                           train_set="ts.parquet", vocab_size=100, n_train=8, verl={"n_gpus_per_node": 1}, tracking=folders)
     assert list(launch.compose(ov).trainer.logger) == ["console", "file", "tensorboard"]
-    assert tracking.environment(folders) == {"TENSORBOARD_DIR": str((tmp_path / "tb").resolve())}
+    assert tracking.environment(folders, "abc") == {"TENSORBOARD_DIR": str((tmp_path / "tb").resolve())}
     composed = yaml.safe_load(launch.CONFIG.read_text())
     assert composed["trainer"]["project_name"] == tracking.PROJECT  # W&B's project, the local engine's too
 

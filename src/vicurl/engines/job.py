@@ -50,7 +50,8 @@ def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set
         from vicurl.runs import setting_of
         from vicurl.tracking import Tracker
 
-        tracker = Tracker(tracking or {}, f"{setting_of(s.reward, s.curriculum)}-seed{s.seed}", settings)
+        tracker = Tracker(tracking or {}, f"{setting_of(s.reward, s.curriculum)}-seed{s.seed}", settings,
+                          training=workdir.training_id(work_dir))
         try:
             trainer.run(tracker=tracker)
         finally:

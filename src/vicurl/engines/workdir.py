@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import time
 from datetime import datetime, timezone
@@ -24,6 +25,7 @@ PUBLISHED = "published.json"
 FINGERPRINT = "settings.sha256"
 PROGRESS = "metrics.jsonl"  # each step's metrics row, appended as the job trains (both engines; `vicurl.status`)
 HISTORY = "train.log"  # every job's log lines (`vicurl.workflow.setup`), kept when the folder is emptied
+TRAINING = "training_id"  # one training of the run, from step 0 to its end (its resumes too): W&B's run id
 JOB_START = time.time()  # the rows one job (one process) appends share it: `vicurl.status` times steps by it
 
 
@@ -50,9 +52,20 @@ def prepare(work_dir: str | Path, settings: Mapping[str, Any]) -> str:
     fresh = not work.exists() or not any(p.name != HISTORY for p in work.iterdir())
     work.mkdir(parents=True, exist_ok=True)
     write_text(work / FINGERPRINT, fp + "\n")
+    if fresh:
+        write_text(work / TRAINING, secrets.token_hex(8) + "\n")
     if reason is not None:
         return reason
     return "a new run: training from step 0" if fresh else f"resuming from what the interrupted job left in {work}"
+
+
+def training_id(work_dir: str | Path) -> str:
+    """The id of the training the work folder holds: drawn when ``prepare`` starts a run from step 0 (or here, for
+    a folder it did not prepare), the same for every job that resumes it."""
+    path = Path(work_dir) / TRAINING
+    if not path.exists():
+        write_text(path, secrets.token_hex(8) + "\n")
+    return path.read_text().strip()
 
 
 def mark_published(work_dir: str | Path) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from vicurl import tracking as vicurl_tracking
 from vicurl import vllm_env
+from vicurl.engines import workdir
 from vicurl.engines.verl import colocate_socket, export, rollout_seeds
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
 from vicurl.methods import proposing
@@ -142,6 +143,12 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
     if prompt_stats:
         vicurl["prompt_stats"] = prompt_stats
     lines += [f"+vicurl.{k}={_q(val)}" for k, val in vicurl.items()]
+    if int(v.nnodes) == 1:
+        # a Ray of the run's own: given no address, ray.init joins the cluster RAY_ADDRESS or a `ray start` on the
+        # node (its ray_current_cluster file) names, whose workers lack the run's variables (launch.job_environment:
+        # an untied head would meet the DTensor error again, two runs share a socket). Several nodes need the
+        # cluster of the job's nodes, which the user starts.
+        lines.append("+ray_kwargs.ray_init.address=local")
     return lines + [str(o) for o in v.overrides]
 
 
@@ -229,7 +236,6 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
     dies, the job is stopped or (``exit_with_parent``) the job's parent ends. The overrides: ``<work>/verl_overrides.json``."""
     from transformers import AutoConfig
 
-    from vicurl.engines import workdir
     from vicurl.engines.verl import supervise
     from vicurl.io import write_json
 
@@ -248,15 +254,14 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
 
 
 def job_environment(base: dict[str, str], work: Path, tracking: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of verl's process and, inherited, of every process of the run: ``base`` with the project on
-    PYTHONPATH, verl's file logger in ``work``, ``verl_environment`` and the trackers' folders, without RAY_ADDRESS:
-    verl's ``ray.init`` would join the cluster it names, whose workers never see these variables (an untied head
-    would meet the DTensor error again, two runs share a socket); each run starts a Ray of its own."""
-    env = {k: v for k, v in base.items() if k != "RAY_ADDRESS"}
+    """The environment of verl's process and, inherited, of every process of the run (on one node the run starts
+    a Ray of its own: ``overrides``): ``base`` with the project on PYTHONPATH, verl's file logger in ``work``,
+    ``verl_environment`` and the trackers' folders."""
+    env = dict(base)
     env["PYTHONPATH"] = worker_pythonpath()
     env.setdefault("VERL_FILE_LOGGER_PATH", str(work / "verl_log.jsonl"))
     env.update(verl_environment(env))
-    env.update(vicurl_tracking.environment(tracking or {}))
+    env.update(vicurl_tracking.environment(tracking or {}, workdir.training_id(work)))
     return env
 
 
