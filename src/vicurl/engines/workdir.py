@@ -52,16 +52,14 @@ def prepare(work_dir: str | Path, settings: Mapping[str, Any]) -> str:
     fresh = not work.exists() or not any(p.name != HISTORY for p in work.iterdir())
     work.mkdir(parents=True, exist_ok=True)
     write_text(work / FINGERPRINT, fp + "\n")
-    if fresh:
-        write_text(work / TRAINING, secrets.token_hex(8) + "\n")
     if reason is not None:
         return reason
     return "a new run: training from step 0" if fresh else f"resuming from what the interrupted job left in {work}"
 
 
 def training_id(work_dir: str | Path) -> str:
-    """The id of the training the work folder holds: drawn when ``prepare`` starts a run from step 0 (or here, for
-    a folder it did not prepare), the same for every job that resumes it."""
+    """The id of the training the work folder holds: drawn by the first job that asks (a run from step 0 starts
+    in a fresh or emptied folder: ``prepare``), the same for every job that resumes it."""
     path = Path(work_dir) / TRAINING
     if not path.exists():
         write_text(path, secrets.token_hex(8) + "\n")
