@@ -10,6 +10,9 @@ study's results, on the cluster's shared disk, the only thing a tracker needs:
     results/<scenario>/tensorboard/<study>/<model>/<setting>/seed<k>/     tensorboard --logdir results/<scenario>/tensorboard
     results/<scenario>/wandb/<study>/<model>/<setting>/seed<k>/wandb/     wandb sync results/<scenario>/wandb/.../wandb/offline-run-*
 
+In W&B a run is named ``<setting>-seed<k>`` (verl's ``trainer.experiment_name``) in the project ``vicurl``, grouped by
+``<scenario>/<study>/<model>/<setting>`` (its seeds together) and tagged with each of the four.
+
 A resumed job logs the steps after its run's last save again: TensorBoard shows the latest value of a step.
 Which trackers a run writes to changes nothing it trains: a changed ``loggers`` reruns no job.
 """
@@ -32,7 +35,8 @@ def folders(config: Mapping[str, Any], run_path: str) -> dict[str, Path]:
 
 def environment(folders: Mapping[str, str | Path], training: str = "") -> dict[str, str]:
     """The variables that send verl's trackers to ``folders`` (its TensorBoard adapter reads TENSORBOARD_DIR;
-    W&B runs offline, in WANDB_DIR, as the run ``training`` names: `vicurl.engines.workdir.training_id`)."""
+    W&B runs offline, in WANDB_DIR, as the run ``training`` names: `vicurl.engines.workdir.training_id`, in the
+    group and with the tags its folder's place says: `wandb_group`)."""
     env = {}
     if "tensorboard" in folders:
         env["TENSORBOARD_DIR"] = str(Path(folders["tensorboard"]).resolve())
@@ -40,7 +44,20 @@ def environment(folders: Mapping[str, str | Path], training: str = "") -> dict[s
         env.update(WANDB_MODE="offline", WANDB_DIR=str(Path(folders["wandb"]).resolve()), WANDB_SILENT="true")
         if training:  # one W&B run per training, whichever job of it logs (a resumed job continues it)
             env.update(WANDB_RUN_ID=training, WANDB_RESUME="allow")
+        env.update(wandb_group(folders["wandb"]))
     return env
+
+
+def wandb_group(folder: str | Path) -> dict[str, str]:
+    """W&B's group and tags (verl's ``wandb.init`` passes neither; W&B reads them from these variables) of a run
+    whose folder `folders` made: ``<results>/wandb/<study>/<model>/<setting>/seed<k>``, ``<results>`` ending in the
+    scenario. Nothing for a folder laid out otherwise (the launcher run by hand)."""
+    parts = Path(folder).resolve().parts
+    if len(parts) < 7 or parts[-5] != "wandb":
+        return {}
+    scenario, study, model, setting = parts[-6], *parts[-4:-1]
+    return {"WANDB_RUN_GROUP": "/".join((scenario, study, model, setting)),
+            "WANDB_TAGS": ",".join((scenario, study, model, setting))}
 
 
 def verl_loggers(folders: Mapping[str, str | Path]) -> list[str]:

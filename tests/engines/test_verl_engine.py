@@ -909,12 +909,21 @@ def test_each_run_starts_a_ray_of_its_own_with_the_runs_variables(tmp_path, monk
     variables; several nodes need the user's cluster of them."""
     from ray._private import services
 
+    from vicurl import tracking
+    from vicurl.engines import workdir
+
     base = {"RAY_ADDRESS": "10.0.0.1:6379", "PATH": "/usr/bin", "VERL_USE_EXTERNAL_MODULES": "mine"}
-    env = launch.job_environment(base, tmp_path, {"tensorboard": str(tmp_path / "tb")})
+    folders = {k: tmp_path / v for k, v in tracking.folders({"loggers": ["tensorboard", "wandb"], "scenario": "paper"},
+                                                             "main/qwen/oracle-vicurl/seed0").items()}
+    env = launch.job_environment(base, tmp_path, folders)
     assert env["PATH"] == "/usr/bin" and env["VERL_USE_EXTERNAL_MODULES"].split(",") == ["mine", *launch.VERL_MODULES]
     assert env["VICURL_RUN_TOKEN"] and env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
     assert env["VERL_FILE_LOGGER_PATH"] == str(tmp_path / "verl_log.jsonl")
-    assert env["TENSORBOARD_DIR"] == str((tmp_path / "tb").resolve())
+    assert env["TENSORBOARD_DIR"] == str(folders["tensorboard"].resolve())
+    # W&B offline in the run's folder, one W&B run per training (a resumed job continues it), the seeds grouped
+    assert (env["WANDB_MODE"], env["WANDB_DIR"]) == ("offline", str(folders["wandb"].resolve()))
+    assert env["WANDB_RUN_ID"] == workdir.training_id(tmp_path) and env["WANDB_RESUME"] == "allow"
+    assert env["WANDB_RUN_GROUP"] == "paper/main/qwen/oracle-vicurl"
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO / "src")
 
     settings = settings_for("oracle", "vicurl", run=LAUNCHER_RUN, params_from=None)

@@ -13,6 +13,12 @@ Imported in every process verl starts when named in ``VERL_USE_EXTERNAL_MODULES`
 ``LLMServerClient``        (verl 0.9.1, ``workers/rollout/llm_server.py``) ``generate`` adds the id of the
                            replica ``_acquire_server`` chose to its output's ``extra_fields``, which verl's
                            agent loop puts into the batch's non-tensor fields (``server_id``)
+``FSDPEngine``             with ``VICURL_RECORD_GRADS`` set, the first ``optimizer_step`` of each actor rank
+                           (the run's first update) gathers the gradient's shards and rank 0 writes the full
+                           gradient before verl clips it (``first_update.grads.pt``: parameter name -> tensor)
+
+At step 1 the trainer's process also writes which CPUs each thread of each of its vLLM engine cores may run
+on (``affinity.json``), against its own.
 
 With ``VICURL_RECORD_HOLD_AT=N`` step N's old-policy pass never ends: a run to be stopped after step N - 1's save
 waits there for the signal (step N alone takes a second here, shorter than a test can be sure to notice the
@@ -92,6 +98,8 @@ def _install(folder: Path) -> None:
                **{k: batch.batch[k].clone() for k in KEYS if k in batch.batch.keys()},
                "entropys": out.batch["entropys"].clone(), "old_log_probs": out.batch["old_log_probs"].clone()}
         torch.save(rec, folder / f"step{int(self.global_steps)}.old_pass{next(counter)}.pt")
+        if int(self.global_steps) == 1:
+            _write_affinity(folder / "affinity.json")
         if int(self.global_steps) == 1 and os.environ.get("VICURL_RECORD_MEET"):
             _meet(*os.environ["VICURL_RECORD_MEET"].split(","))
         if str(int(self.global_steps)) == os.environ.get("VICURL_RECORD_HOLD_AT"):
@@ -113,7 +121,43 @@ def _install(folder: Path) -> None:
     base._compute_old_log_prob, base._update_actor = _compute_old_log_prob, _update_actor
 
 
+def _write_affinity(path: Path) -> None:
+    import json
+
+    import psutil
+
+    cores = {}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.cmdline()[:1] == ["VLLM::EngineCore"]:
+                cores[p.pid] = sorted({tuple(sorted(os.sched_getaffinity(t.id))) for t in p.threads()})
+        except (psutil.Error, ProcessLookupError):
+            continue
+    path.write_text(json.dumps({"trainer": sorted(os.sched_getaffinity(0)), "engine_cores": cores}))
+
+
+def _install_grads(folder: Path) -> None:
+    import torch
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
+
+    step, calls = FSDPEngine.optimizer_step, itertools.count(1)
+
+    def optimizer_step(self):
+        if next(calls) == 1:
+            grads = {}
+            for name, p in self.module.named_parameters():  # every rank gathers each shard, in the same order
+                g = p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
+                grads[name] = None if g is None else g.detach().float().cpu().clone()
+            if torch.distributed.get_rank() == 0:
+                torch.save(grads, folder / "first_update.grads.pt")
+        return step(self)
+
+    FSDPEngine.optimizer_step = optimizer_step
+
+
 if DIR:
     Path(DIR).mkdir(parents=True, exist_ok=True)
     _install(Path(DIR))
     _install_servers()
+    if os.environ.get("VICURL_RECORD_GRADS"):
+        _install_grads(Path(DIR))

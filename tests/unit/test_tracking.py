@@ -22,13 +22,19 @@ def test_the_local_trackers_write_tensorboard_events_and_an_offline_wandb_run(tm
     training from step 0 again (a retrain) is a run of its own."""
     from vicurl.engines import workdir
 
+    import wandb
+
     monkeypatch.chdir(tmp_path)
-    folders = {"tensorboard": tmp_path / "tb" / "run", "wandb": tmp_path / "wb" / "run"}
+    folders = tracking.folders({"scenario": "paper", "loggers": ["tensorboard", "wandb"]}, "main/qwen/oracle-vicurl/seed0")
     work = tmp_path / "_work"
     workdir.prepare(work, {"lr": 1e-3})
     tracker = tracking.Tracker(folders, "oracle-vicurl-seed0", {"lr": 1e-3}, training=workdir.training_id(work))
     for step in (1, 2, 3):
         tracker.log({"step": step, "curriculum/beta_target": 0.2 * step, "reward/mean": 0.5, "label": "x"}, step)
+    # the seeds of a setting are one group in W&B (a run's name, <setting>-seed<k>, is the same in every study)
+    assert (wandb.run.name, wandb.run.project, wandb.run.group) == (
+        "oracle-vicurl-seed0", "vicurl", "paper/main/qwen/oracle-vicurl")
+    assert set(wandb.run.tags) == {"paper", "main", "qwen", "oracle-vicurl"}
     tracker.close()
     curves = tensorboard_scalars(folders["tensorboard"])
     assert curves["curriculum/beta_target"] == pytest.approx([0.2, 0.4, 0.6]) and "label" not in curves
