@@ -212,7 +212,10 @@ def main(argv=None) -> None:
             rc = proc.wait(timeout=a.timeout)
         except subprocess.TimeoutExpired:  # SIGTERM: the launcher ends verl's loop, Ray and vLLM, then exits
             proc.terminate()
-            rc = proc.wait()
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:  # a launcher that hangs: its run ends with it (--exit-with-parent)
+                proc.kill()
             sys.exit(f"the run took over {a.timeout} s and was ended; its log: {work / 'launch.log'}")
     wall = time.time() - t0
     if rc != 0:

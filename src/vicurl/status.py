@@ -15,6 +15,8 @@ runs) and ``<results>/status_studies.csv`` (the studies).
 
 A run's state:
   done      its outputs are there (provenance.json, written last)
+  changed   its outputs are there, trained with other settings than the config's now (train_config.json):
+            Snakemake trains it again
   running   a job of it began and has not ended, and SLURM says the job runs (``sacct``), or a Snakemake
             alive on this machine marked the run's outputs incomplete after it started, as it does when it
             starts a job (a mark an earlier, killed Snakemake left is older); run the command where
@@ -28,8 +30,9 @@ A run's state:
 Snakemake marks a job's outputs incomplete in ``.snakemake/incomplete`` while the job runs (and keeps the
 mark when Snakemake dies with it), with the SLURM job id from the submission until the job starts (then the
 job's own Snakemake marks them again, without it); a job SLURM runs names its id in the run's log. GPU hours,
-per job: SLURM's elapsed time times the GPUs it gave the job where SLURM ran it; else the job's own lines
-in the log (first to last) and Snakemake's benchmark files, times the rule's GPUs.
+per job: SLURM's elapsed time times the GPUs it gave the job where SLURM ran it; else, times the rule's GPUs,
+from the job's first line in the log to its last line or its last progress row, whichever is later (to now
+for a running job); the evaluation's and the probes' jobs by Snakemake's benchmark files.
 """
 
 from __future__ import annotations
@@ -46,13 +49,14 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
 from vicurl import runs as runs_lib
 from vicurl.engines import workdir as workdir_lib
+from vicurl.errors import ConfigError
 from vicurl.workflow import NEW_JOB  # the line between two jobs' lines in a run's log
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,10 +87,12 @@ class RunStatus:
 # ---------------------------------------------------------------- the config, Snakemake's and SLURM's records
 
 
-def load_config(configfiles: list[Path]) -> dict[str, Any]:
-    """The config as Snakemake reads it: the files laid over one another in order (nested keys merged),
-    checked, defaults filled; the demo's when none is given."""
+def load_config(configfiles: list[Path], overrides: list[str] = ()) -> dict[str, Any]:
+    """The config as Snakemake reads it: the files laid over one another in order (nested keys merged), then
+    ``overrides`` (``KEY=VALUE``, as Snakemake's ``--config`` parses them), checked, defaults filled; the demo's
+    when no file is given."""
     import yaml
+    from snakemake.cli import parse_config
     from snakemake.utils import update_config
 
     from vicurl import checks
@@ -94,8 +100,11 @@ def load_config(configfiles: list[Path]) -> dict[str, Any]:
     config: dict[str, Any] = {}
     for path in configfiles or [REPO / "config" / "demo.yaml"]:
         update_config(config, yaml.safe_load(Path(path).read_text()) or {})
+    update_config(config, parse_config(list(overrides)))
     return checks.read(config, REPO / "config" / "schema.yaml")
 
+
+RULES = ("prompt_stats", "train", "generate_checkpoint", "grade", "probe")  # the jobs counted, in the DAG's order
 
 MARKED = "marked_at"  # a mark's time (Snakemake writes it when it starts the job)
 
@@ -151,6 +160,7 @@ class LogJob:
     slurm_job: str  # the SLURM job it ran as ("" where SLURM did not run it)
     end: str  # "stopped" (a signal ended verl's loop: SLURM, a user), "failed" (an error), or "" (no end
     #          written: it runs, or was killed with Snakemake)
+    start: float = math.nan  # its first line's time (Unix seconds; the log's stamps are local time)
 
 
 def log_jobs(log: Path) -> list[LogJob]:
@@ -167,8 +177,30 @@ def log_jobs(log: Path) -> list[LogJob]:
             "failed" if "Traceback (most recent call last)" in tail or " ERROR " in tail else "")
         if stamps or slurm:
             jobs.append(LogJob((times[-1] - times[0]).total_seconds() if times else 0.0,
-                               slurm.group(1) if slurm else "", end))
+                               slurm.group(1) if slurm else "", end, times[0].timestamp() if times else math.nan))
     return jobs
+
+
+def with_progress(jobs: list[LogJob], rows: list[dict[str, Any]], now: float | None = None) -> list[LogJob]:
+    """``jobs`` with each one's seconds reaching its last progress row (a verl job writes no log line while it
+    trains, so a job killed without a last line, by SIGKILL or a reboot, would count its start-up alone) and,
+    given ``now``, the last job's reaching now (a running job's hours so far). A job's progress rows are those
+    whose job stamp (``time/job``) falls between its first line and the next job's."""
+    ends: dict[float, float] = {}
+    for r in rows:
+        if isinstance(r.get("time/job"), (int, float)) and isinstance(r.get("time/finished"), (int, float)):
+            ends[r["time/job"]] = max(ends.get(r["time/job"], 0.0), r["time/finished"])
+    out = []
+    for i, j in enumerate(jobs):
+        if math.isnan(j.start):
+            out.append(j)
+            continue
+        following = jobs[i + 1].start if i + 1 < len(jobs) and not math.isnan(jobs[i + 1].start) else math.inf
+        seconds = max([j.seconds] + [end - j.start for t, end in ends.items() if j.start - 1 <= t < following - 1])
+        if now is not None and i == len(jobs) - 1:
+            seconds = max(seconds, now - j.start)
+        out.append(replace(j, seconds=seconds))
+    return out
 
 
 def snakemake_started(workdir: Path) -> float | None:
@@ -223,7 +255,7 @@ def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, 
     job = current_slurm_job(out, marks, jobs)
     state_slurm = slurm.get(job, ("", 0.0, 0))[0]
     if (workdir / out / "provenance.json").exists():
-        state = "done"
+        state = "done" if trained_as_planned(workdir / out, config, run) else "changed"
     elif mark is not None:
         # a job of the live Snakemake: marked since it started (a killed Snakemake's marks stay, older)
         held = started is not None and mark.get(MARKED, 0.0) >= started - 1
@@ -244,11 +276,21 @@ def run_status(config: dict, run: runs_lib.Run, workdir: Path, marks: dict[str, 
     finish = ""
     if state == "running" and not math.isnan(per):
         finish = datetime.fromtimestamp(now + (steps - step) * per).strftime("%Y-%m-%d %H:%M")
-    # each job's GPU hours: SLURM's elapsed time times the GPUs it gave the job, else the log's times the rule's
-    seconds = gpu_seconds(jobs, slurm, run_gpus(config, run))
+    # each job's GPU hours: SLURM's elapsed time times the GPUs it gave the job, else its own times the rule's
+    seconds = gpu_seconds(with_progress(jobs, rows, now if state == "running" else None), slurm, run_gpus(config, run))
     latest = rows[-1] if rows else {}
     return RunStatus(run.study, run.model, run.setting, run.seed, state, step, steps, per, finish,
                      _num(latest.get("reward/mean")), _num(latest.get("reward/oracle_acc")), seconds / 3600, job)
+
+
+def trained_as_planned(out: Path, config: dict, run: runs_lib.Run) -> bool:
+    """Whether the finished run in ``out`` trained with the settings the config gives it now (its
+    ``train_config.json``); a changed one Snakemake trains again."""
+    try:
+        written = json.loads((out / "train_config.json").read_text())
+    except (OSError, ValueError):
+        return True  # older outputs: nothing to compare
+    return written == json.loads(json.dumps(runs_lib.train_settings(config, run)))
 
 
 def gpu_seconds(jobs: list[LogJob], slurm: dict[str, tuple[str, float, int]], n_gpus: int) -> float:
@@ -391,12 +433,17 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configfile", nargs="+", type=Path, default=[], help="the config files, as given to Snakemake")
+    ap.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="config overrides, as given to Snakemake's --config")
     ap.add_argument("--workdir", type=Path, default=Path("."), help="Snakemake's working directory")
     ap.add_argument("--csv", type=Path, help="the runs' table (default: <results>/status.csv; the studies' beside it, "
                     "status_studies.csv)")
     ap.add_argument("--no-estimate", action="store_true", help="leave out gpu_time_estimate.py's figure")
     a = ap.parse_args(argv)
-    config = load_config(a.configfile)
+    try:
+        config = load_config(a.configfile, a.config)
+    except (ConfigError, OSError, ValueError) as e:  # a config file missing or invalid, a key wrong
+        ap.exit(2, f"vicurl.status: {e}\n")
     result = status(config, a.workdir, not a.no_estimate)
     runs = result["runs"]
     head = f"{'study':<12}{'model':<20}{'setting':<30}{'seed':>5}  {'state':<8}{'step':>10}{'s/step':>9}  {'finish':<17}{'reward':>8}{'acc':>7}{'GPU h':>9}"
@@ -405,16 +452,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{r.study:<12}{r.model:<20}{r.setting:<30}{r.seed:>5}  {r.state:<8}{f'{r.step}/{r.steps}':>10}"
               f"{_fmt(r.s_per_step, '.1f'):>9}  {r.finish:<17}{_fmt(r.reward, '.3f'):>8}{_fmt(r.accuracy, '.3f'):>7}"
               f"{r.gpu_hours:>9.1f}")
-    states = {s: sum(r.state == s for r in runs) for s in ("done", "running", "queued", "stopped", "failed", "waiting")}
+    states = {s: sum(r.state == s for r in runs)
+              for s in ("done", "changed", "running", "queued", "stopped", "failed", "waiting")}
     print("\nruns: " + ", ".join(f"{n} {s}" for s, n in states.items() if n))
     est = result["estimate"]
-    print(f"\n{'study':<20}{'jobs done / planned':<74}{'GPU h spent':>12}{'estimate':>10}")
-    rules = sorted({rule for s in result["studies"].values() for rule in s["jobs"]})
+    rules = [r for r in RULES if any(r in s["jobs"] for s in result["studies"].values())]
+    print(f"\n{'study':<20}" + "".join(f"{r:>20}" for r in rules) + f"{'GPU h spent':>13}{'estimate':>10}")
     table = []
     for name, s in sorted(result["studies"].items(), key=lambda kv: kv[0] == "all"):
-        jobs = ", ".join(f"{rule} {done}/{planned}" for rule, (planned, done) in s["jobs"].items())
+        jobs = "".join(f"{'{}/{}'.format(*s['jobs'][r][::-1]) if r in s['jobs'] else '-':>20}" for r in rules)
         figure = (est[0] if name == "all" else est[1].get(name, math.nan)) if est else math.nan
-        print(f"{name:<20}{jobs:<74}{s['gpu_hours']:>12.1f}{_fmt(figure, ',.0f'):>10}")
+        print(f"{name:<20}{jobs}{s['gpu_hours']:>13.1f}{_fmt(figure, ',.0f'):>10}")
         table.append({"study": name, **{f"{rule}_{what}": s["jobs"].get(rule, (0, 0))[i]
                                         for rule in rules for i, what in ((1, "done"), (0, "planned"))},
                       "gpu_hours": s["gpu_hours"], "estimate_a100_hours": figure})

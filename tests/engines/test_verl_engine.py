@@ -11,6 +11,8 @@ import copy
 import inspect
 import json
 import os
+import shutil
+import tempfile
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -899,6 +901,54 @@ def test_eight_data_parallel_ranks_train_as_one(char_model_dir, tmp_path, monkey
     loss, _ = ppo_loss(u.actor_cfg, {"log_probs": to_no_padding(u.logp[u.rows[idx]], u.batch.batch[idx])}, padding)
     (g,) = torch.autograd.grad(loss, u.logp)
     assert float(loss.detach()) == 0.0 and torch.isfinite(g).all() and float(g.abs().max()) == 0.0
+
+
+RAY_WORKER_ENV = """
+import json, os, sys
+import ray
+
+ray.init(address="local", num_cpus=1, include_dashboard=False, runtime_env=json.loads(sys.argv[1]))
+keys = json.loads(sys.argv[2])
+print(json.dumps(ray.get(ray.remote(lambda: {k: os.environ.get(k) for k in keys}).remote())))
+ray.shutdown()
+"""
+
+
+def test_a_cluster_of_several_nodes_hands_the_workers_the_runs_variables(tmp_path):
+    """On several nodes the run joins the user's Ray cluster, whose workers (started by `ray start` on each node)
+    inherit nothing from the train job: every variable the launcher set (the project's verl patches, the run's
+    socket token, vLLM's sampler, the trackers' folders, PYTHONPATH) goes to them through the ``runtime_env`` that
+    verl's ``run_ppo`` hands ``ray.init`` (verl's defaults merged with the launcher's overrides). Here a Ray
+    started by a process that has none of them: its worker sees each, with its value (commas and all)."""
+    import subprocess
+    import sys
+
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    from vicurl import tracking
+
+    base = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
+    folders = {k: tmp_path / v for k, v in tracking.folders({"loggers": ["tensorboard", "wandb"], "scenario": "paper"},
+                                                             "main/qwen/oracle-vicurl/seed0").items()}
+    env = launch.job_environment(base, tmp_path, folders)
+    settings = settings_for("oracle", "vicurl", run=LAUNCHER_RUN, params_from=None)
+    ov = launch.overrides(settings, model_path="m", train_files="t.parquet", work_dir=str(tmp_path), settings_path="s",
+                          train_set="ts.parquet", vocab_size=100, n_train=8, verl={"n_gpus_per_node": 8, "nnodes": 2})
+    config = launch.compose(ov + launch.ray_worker_variables(env, base))
+    runtime_env = OmegaConf.to_container(OmegaConf.merge(get_ppo_ray_runtime_env(config),
+                                                         config.ray_kwargs.ray_init.runtime_env))
+    wanted = {k: v for k, v in env.items() if k not in base}
+    assert {"VERL_USE_EXTERNAL_MODULES", "VICURL_RUN_TOKEN", "VLLM_USE_FLASHINFER_SAMPLER", "TENSORBOARD_DIR",
+            "WANDB_RUN_ID", "WANDB_TAGS", "PYTHONPATH"} <= set(wanted)
+    assert "VLLM_RPC_BASE_PATH" not in runtime_env["env_vars"] and "RAY_TMPDIR" not in runtime_env["env_vars"]
+    driver = {**base, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "RAY_TMPDIR": tempfile.mkdtemp(prefix="r", dir="/tmp")}
+    try:
+        out = subprocess.run([sys.executable, "-c", RAY_WORKER_ENV, json.dumps(runtime_env), json.dumps(sorted(wanted))],
+                             env=driver, capture_output=True, text=True, timeout=300)
+    finally:
+        shutil.rmtree(driver["RAY_TMPDIR"], ignore_errors=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == wanted
 
 
 def test_each_run_starts_a_ray_of_its_own_with_the_runs_variables(tmp_path, monkeypatch):

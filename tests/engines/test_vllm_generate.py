@@ -120,7 +120,8 @@ def test_the_default_evaluation_leaves_cuda_alone_before_vllm_forks(monkeypatch)
     def touched():
         raise AssertionError("CUDA asked before vLLM forks")
 
-    monkeypatch.setattr(torch.cuda, "is_available", touched)
+    for name in ("is_available", "device_count", "init", "current_device", "_lazy_init"):
+        monkeypatch.setattr(torch.cuda, name, touched)
     assert vllm_generate.batch_invariance(False) == {}
 
 

@@ -17,8 +17,8 @@ Imported in every process verl starts when named in ``VERL_USE_EXTERNAL_MODULES`
                            (the run's first update) gathers the gradient's shards and rank 0 writes the full
                            gradient before verl clips it (``first_update.grads.pt``: parameter name -> tensor)
 
-At step 1 the trainer's process also writes which CPUs each thread of each of its vLLM engine cores may run
-on (``affinity.json``), against its own.
+At step 1 the trainer's process also writes which CPUs each thread of each of the run's vLLM engine cores may
+run on (``affinity.json``), against its own.
 
 With ``VICURL_RECORD_HOLD_AT=N`` step N's old-policy pass never ends: a run to be stopped after step N - 1's save
 waits there for the signal (step N alone takes a second here, shorter than a test can be sure to notice the
@@ -126,10 +126,12 @@ def _write_affinity(path: Path) -> None:
 
     import psutil
 
+    from vicurl.engines.verl.colocate_socket import TOKEN
+
     cores = {}
-    for p in psutil.Process().children(recursive=True):
+    for p in psutil.process_iter():  # the trainer runs in a Ray worker: the engines are no children of it
         try:
-            if p.cmdline()[:1] == ["VLLM::EngineCore"]:
+            if p.cmdline()[:1] == ["VLLM::EngineCore"] and p.environ().get(TOKEN) == os.environ[TOKEN]:  # this run's
                 cores[p.pid] = sorted({tuple(sorted(os.sched_getaffinity(t.id))) for t in p.threads()})
         except (psutil.Error, ProcessLookupError):
             continue

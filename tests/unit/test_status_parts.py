@@ -86,3 +86,14 @@ def test_gpu_hours_count_a_requeued_slurm_job_once():
             status.LogJob(40.0, "8", "")]
     slurm = {"7": ("TIMEOUT", 60.0, 8), "8": ("RUNNING", 45.0, 8)}
     assert status.gpu_seconds(jobs, slurm, 8) == 100 * 8 + 60 * 8 + 30 * 8 + 45 * 8
+
+
+def test_a_jobs_gpu_hours_reach_its_last_progress_row_or_now():
+    """A verl job writes no log line while it trains: a job killed without a last line (SIGKILL, a reboot) counts
+    to its last progress row, a running one to now; each job's rows are the ones stamped with its start."""
+    jobs = [status.LogJob(5.0, "", "", start=1000.0), status.LogJob(4.0, "", "", start=2000.0)]
+    rows = [row(1, 1002.0, 1100.0), row(2, 1002.0, 1700.0), row(3, 2003.0, 2500.0)]
+    assert [j.seconds for j in status.with_progress(jobs, rows)] == [700.0, 500.0]
+    assert [j.seconds for j in status.with_progress(jobs, rows, now=2900.0)] == [700.0, 900.0]
+    assert [j.seconds for j in status.with_progress(jobs, [])] == [5.0, 4.0]
+    assert status.gpu_seconds(status.with_progress(jobs, rows), {}, 8) == (700 + 500) * 8

@@ -20,9 +20,9 @@ def test_the_local_trackers_write_tensorboard_events_and_an_offline_wandb_run(tm
     step's row, and W&B writes an offline run (nothing leaves the machine) in the run's folder. A resumed job
     of the same training continues that W&B run (`wandb sync` uploads one run, the jobs' folders in turn); a
     training from step 0 again (a retrain) is a run of its own."""
-    from vicurl.engines import workdir
-
     import wandb
+
+    from vicurl.engines import workdir
 
     monkeypatch.chdir(tmp_path)
     folders = tracking.folders({"scenario": "paper", "loggers": ["tensorboard", "wandb"]}, "main/qwen/oracle-vicurl/seed0")

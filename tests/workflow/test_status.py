@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import pandas as pd
 import pytest
 
 from vicurl import status
@@ -79,7 +80,14 @@ def test_the_papers_plan_is_read_without_running_a_job(tmp_path):
     out = subprocess.run([sys.executable, "-m", "vicurl.status", "--configfile", str(PAPER_CONFIG)], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    total = next(line for line in out.stdout.splitlines() if line.startswith("all "))
-    assert "train 0/295" in total and "generate_checkpoint 0/2005" in total and "probe 0/26" in total, total
-    assert total.split()[-1].replace(",", "").isdigit()  # the estimate
-    assert "runs: 295 waiting" in out.stdout
+    total = pd.read_csv(tmp_path / "results" / "paper" / "status_studies.csv").set_index("study").loc["all"]
+    assert (total["train_planned"], total["generate_checkpoint_planned"], total["probe_planned"]) == (295, 2005, 26)
+    assert sum(total[c] for c in total.index if c.endswith("_done")) == 0
+    assert total["estimate_a100_hours"] > 0 and "runs: 295 waiting" in out.stdout
+    # Snakemake's --config, and a config error said in one line (the key), no traceback
+    out = subprocess.run([sys.executable, "-m", "vicurl.status", "--configfile", str(PAPER_CONFIG), "--no-estimate",
+                          "--config", "loggers=[tensorbord]"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "config key loggers.0" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    out = subprocess.run([sys.executable, "-m", "vicurl.status", "--configfile", "nowhere.yaml"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "nowhere.yaml" in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -23,7 +23,7 @@ import secrets
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from vicurl import tracking as vicurl_tracking
 from vicurl import vllm_env
@@ -244,9 +244,9 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
                    settings_path=str(work / "settings.json"), train_set=str(work / "train_set.parquet"),
                    vocab_size=int(AutoConfig.from_pretrained(model_path).vocab_size), n_train=n_train, verl=v,
                    prompt_stats=prompt_stats, start_step=start_step, tracking=tracking)
-    ov.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH={_q(worker_pythonpath())}")
-    write_json(work / "verl_overrides.json", ov)
     env = job_environment(os.environ, work, tracking)
+    ov += ray_worker_variables(env, os.environ)
+    write_json(work / "verl_overrides.json", ov)
     with vllm_env.short_sockets(env, ray=True) as sockets:
         supervise.run([sys.executable, "-m", "vicurl.engines.verl.fit", str(work / "verl_overrides.json")],
                       env={**env, **sockets}, progress=work / workdir.PROGRESS, step_timeout=60 * float(v.step_timeout),
@@ -263,6 +263,16 @@ def job_environment(base: dict[str, str], work: Path, tracking: dict[str, str] |
     env.update(verl_environment(env))
     env.update(vicurl_tracking.environment(tracking or {}, workdir.training_id(work)))
     return env
+
+
+def ray_worker_variables(env: Mapping[str, str], base: Mapping[str, str]) -> list[str]:
+    """The overrides that hand Ray's workers the variables the launcher set (``env`` less ``base``: the project's
+    patches and PYTHONPATH, the run's socket token, vLLM's sampler, the trackers' folders; verl's trainer itself
+    runs in a Ray worker) through verl's ``ray_init.runtime_env``. On one node the workers inherit them from the
+    run's own Ray (`overrides`); the workers of a user's cluster of several nodes, started by `ray start`, get
+    only these. The socket links of `vicurl.vllm_env.short_sockets`, which exist on the job's node alone, are
+    not among them."""
+    return [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={_q(v)}" for k, v in sorted(env.items()) if base.get(k) != v]
 
 
 # the project's patches of verl, imported by `import verl` in every process of a run (Ray's workers and vLLM's
