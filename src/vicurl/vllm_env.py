@@ -7,6 +7,10 @@
 * Unix socket paths within 107 bytes. vLLM's ZMQ sockets are ``<VLLM_RPC_BASE_PATH>/<uuid4>`` (default: the
   temp folder) and Ray's ``<temp>/ray/session_.../sockets/plasma_store``; SLURM's per-job TMPDIRs are often
   long, and then vLLM or Ray fails to start (verl issue #1120). ``short_sockets`` gives both a short link.
+* Nothing left in the temp folder. vLLM (its sockets, its file stores ``vllm_dist_*``), Ray (its session,
+  logs included) and verl (its checkpoint locks ``ckpt_*.lock``) write to the temp folder and leave there
+  what a killed process does not remove, thousands of files over a study on a node whose /tmp no job
+  cleans. ``private_temp`` gives a job a folder of its own there, removed when the job ends.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import tempfile
 
 NO_JIT = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
@@ -58,12 +63,27 @@ def short_sockets(env: dict[str, str] | None = None, ray: bool = False):
         os.unlink(link)
 
 
+@contextlib.contextmanager
+def private_temp(env: dict[str, str] | None = None):
+    """Yields ``{"TMPDIR": folder}``, a fresh folder in the temp folder of ``env`` (default: this process's) for
+    the files the libraries of one job write there; it is removed afterwards, whatever is in it."""
+    env = os.environ if env is None else env
+    folder = tempfile.mkdtemp(prefix="vicurl-", dir=env.get("TMPDIR") or tempfile.gettempdir())
+    try:
+        yield {"TMPDIR": folder}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def prepare() -> None:
-    """Sets ``environment()`` and ``short_sockets()`` in this process, before it starts a vLLM engine; the
-    link is removed when the process exits."""
+    """Sets ``environment()``, a ``private_temp()`` (this process's temp folder from now on, and its children's)
+    and ``short_sockets()`` in this process, before it starts a vLLM engine; the folder and the link are
+    removed when the process exits (after vLLM's own exit handlers, registered later)."""
     import atexit
 
     os.environ.update(environment())
     stack = contextlib.ExitStack()
+    os.environ.update(stack.enter_context(private_temp()))
+    tempfile.tempdir = os.environ["TMPDIR"]  # gettempdir() keeps the folder it found first
     os.environ.update(stack.enter_context(short_sockets()))
     atexit.register(stack.close)

@@ -603,6 +603,29 @@ def test_ray_starts_under_a_long_tmpdir_through_the_launchers_link(tmp_path):
         assert sorted(extra) == ["RAY_TMPDIR", "VLLM_RPC_BASE_PATH"]
 
 
+def test_what_a_jobs_libraries_write_to_the_temp_folder_goes_with_the_job(tmp_path):
+    """vLLM, Ray and verl write sockets, file stores, sessions and locks to the temp folder and leave what a
+    killed process does not remove: each job has a folder of its own there (`vicurl.vllm_env.private_temp`),
+    removed when it ends. The train job's launcher around verl's loop: Ray's session (its sockets, its logs)
+    lies in it, under the short link where TMPDIR is long, and nothing is left; an evaluation job's process
+    (`vllm_env.prepare`, before it starts vLLM): its temp files go there, and are gone when it exits."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_TMPDIR", "VLLM_RPC_BASE_PATH")} | {"TMPDIR": str(tmp_path)}
+    code = ("import ray; ray.init(num_cpus=1, include_dashboard=False); "
+            "print(ray._private.worker._global_node.get_session_dir_path()); ray.shutdown()")
+    with vllm_env.private_temp(env) as temp, vllm_env.short_sockets({**env, **temp}, ray=True) as extra:
+        out = subprocess.run([sys.executable, "-c", code], env={**env, **temp, **extra}, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        session = Path(out.stdout.strip().splitlines()[-1]).resolve()
+        assert session.is_relative_to(temp["TMPDIR"]) and list(session.glob("logs/*")), session
+    assert list(tmp_path.iterdir()) == []
+    code = ("import tempfile; from vicurl import vllm_env; vllm_env.prepare(); "
+            "print(tempfile.NamedTemporaryFile(delete=False).name)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert Path(out.stdout.strip()).parent.parent == tmp_path and list(tmp_path.iterdir()) == []
+
+
 def run_engine_script(code: str, model_dir, work) -> subprocess.CompletedProcess:
     """``code`` in a fresh process (one gloo rank) with the launcher's model and actor configs for
     ``model_dir`` as its two arguments, as verl's workers receive them."""

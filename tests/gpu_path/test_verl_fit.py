@@ -405,13 +405,15 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
     r x G is not a multiple of 8; this run's replays are 2 x 4 rows) and spreads them over the replicas (all 4
     serve the step's batch, more than one the replay), every one of which samples from the actor's weights. Under a
     100-character TMPDIR, as SLURM's per-job ones can be: Ray's and vLLM's sockets go through the
-    launcher's short link (`vicurl.vllm_env.short_sockets`)."""
+    launcher's short link (`vicurl.vllm_env.short_sockets`), into a folder of the run's own, which goes with it."""
     settings = {**BASE, "total_steps": 3, "reward": "oracle", "curriculum": "vcrl",
                 "curriculum_params": {"switch_step": 1}, "export_steps": [3]}
     eight = {"overrides": ["actor_rollout_ref.rollout.agent.num_workers=8"]}  # verl's default on a GPU
+    temp = long_folder(tmp_path, 100)
     rc, log, _ = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set, verl=eight, ranks=4,
-                             env={"TMPDIR": long_folder(tmp_path, 100)})
+                             env={"TMPDIR": temp})
     assert rc == 0, log[-4000:]
+    assert list(Path(temp).iterdir()) == []  # the run's temp folder (Ray's session, vLLM's sockets) went with it
     assert "model_world_size_4_rank_3.pt" in {p.name for p in (tmp_path / "vcrl").rglob("model_world_size_*")}
     rows = read_metrics(tmp_path / "vcrl" / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]

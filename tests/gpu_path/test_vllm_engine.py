@@ -56,7 +56,7 @@ def engine(vllm, tiny_model_dir, engine_args, tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TMPDIR", long_folder(tmp_path_factory.mktemp("t"), 100))
-        mp.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+        mp.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again (and start_engine sets it: restored)
         return start_engine(tiny_model_dir, 0, engine_args)
 
 
@@ -103,7 +103,8 @@ def test_the_engine_starts_with_nothing_to_compile_and_short_sockets(vllm, engin
     assert envs.VLLM_USE_FLASHINFER_SAMPLER is False
     base = envs.VLLM_RPC_BASE_PATH
     assert len(base) + 37 <= 107 and os.path.islink(base), base
-    assert len(os.path.dirname(os.path.realpath(base))) == 100  # its target: a folder of the long TMPDIR
+    job = Path(os.path.realpath(base)).parent  # its target: a folder of the job's own temp folder in the long TMPDIR
+    assert job.name.startswith("vicurl-") and len(str(job.parent)) == 100, base
 
 
 def test_the_vllm_names_the_project_uses_exist_with_their_meaning(vllm, engine):

@@ -247,10 +247,12 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
     env = job_environment(os.environ, work, tracking)
     ov += ray_worker_variables(env, os.environ)
     write_json(work / "verl_overrides.json", ov)
-    with vllm_env.short_sockets(env, ray=True) as sockets:
+    # the run's temp folder (Ray's session, vLLM's sockets, verl's locks) and socket links: on this node alone, and
+    # removed once every process of the run has ended
+    with vllm_env.private_temp(env) as temp, vllm_env.short_sockets({**env, **temp}, ray=True) as sockets:
         supervise.run([sys.executable, "-m", "vicurl.engines.verl.fit", str(work / "verl_overrides.json")],
-                      env={**env, **sockets}, progress=work / workdir.PROGRESS, step_timeout=60 * float(v.step_timeout),
-                      exit_with_parent=exit_with_parent)
+                      env={**env, **temp, **sockets}, progress=work / workdir.PROGRESS,
+                      step_timeout=60 * float(v.step_timeout), exit_with_parent=exit_with_parent)
 
 
 def job_environment(base: dict[str, str], work: Path, tracking: dict[str, str] | None = None) -> dict[str, str]:
