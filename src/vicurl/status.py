@@ -181,15 +181,22 @@ def log_jobs(log: Path) -> list[LogJob]:
     return jobs
 
 
+def rows_by_job(rows: list[dict[str, Any]]) -> dict[float, list[dict[str, Any]]]:
+    """Progress rows by the start of the job that wrote them (``time/job``), in order; rows without the stamps
+    (written before them) left out."""
+    jobs: dict[float, list[dict[str, Any]]] = {}
+    for r in rows:
+        if isinstance(r.get("time/job"), (int, float)) and isinstance(r.get("time/finished"), (int, float)):
+            jobs.setdefault(r["time/job"], []).append(r)
+    return jobs
+
+
 def with_progress(jobs: list[LogJob], rows: list[dict[str, Any]], now: float | None = None) -> list[LogJob]:
     """``jobs`` with each one's seconds reaching its last progress row (a verl job writes no log line while it
     trains, so a job killed without a last line, by SIGKILL or a reboot, would count its start-up alone) and,
     given ``now``, the last job's reaching now (a running job's hours so far). A job's progress rows are those
     whose job stamp (``time/job``) falls between its first line and the next job's."""
-    ends: dict[float, float] = {}
-    for r in rows:
-        if isinstance(r.get("time/job"), (int, float)) and isinstance(r.get("time/finished"), (int, float)):
-            ends[r["time/job"]] = max(ends.get(r["time/job"], 0.0), r["time/finished"])
+    ends = {job: max(r["time/finished"] for r in rs) for job, rs in rows_by_job(rows).items()}
     out = []
     for i, j in enumerate(jobs):
         if math.isnan(j.start):
@@ -227,10 +234,7 @@ def seconds_per_step(rows: list[dict[str, Any]]) -> float:
     """Wall seconds a step, from progress rows as written (`workdir.last_records`): between the first and the last
     row of the latest job that wrote two or more (generation, saves and all; not the job's start); else the
     rows' own step times."""
-    jobs: dict[float, list[dict[str, Any]]] = {}
-    for r in rows:
-        if isinstance(r.get("time/job"), (int, float)) and isinstance(r.get("time/finished"), (int, float)):
-            jobs.setdefault(r["time/job"], []).append(r)
+    jobs = rows_by_job(rows)
     for job in sorted(jobs, reverse=True):
         first, last = jobs[job][0], jobs[job][-1]
         if last["step"] > first["step"]:
@@ -460,7 +464,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n{'study':<20}" + "".join(f"{r:>20}" for r in rules) + f"{'GPU h spent':>13}{'estimate':>10}")
     table = []
     for name, s in sorted(result["studies"].items(), key=lambda kv: kv[0] == "all"):
-        jobs = "".join(f"{'{}/{}'.format(*s['jobs'][r][::-1]) if r in s['jobs'] else '-':>20}" for r in rules)
+        cells = [f"{s['jobs'][r][1]}/{s['jobs'][r][0]}" if r in s["jobs"] else "-" for r in rules]  # done/planned
+        jobs = "".join(f"{c:>20}" for c in cells)
         figure = (est[0] if name == "all" else est[1].get(name, math.nan)) if est else math.nan
         print(f"{name:<20}{jobs}{s['gpu_hours']:>13.1f}{_fmt(figure, ',.0f'):>10}")
         table.append({"study": name, **{f"{rule}_{what}": s["jobs"].get(rule, (0, 0))[i]

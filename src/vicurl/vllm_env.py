@@ -36,6 +36,11 @@ def environment(env: dict[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in NO_JIT.items() if k not in env}
 
 
+def temp_folder(env: dict[str, str]) -> str:
+    """The temp folder of a process with environment ``env``: $TMPDIR, else the system's."""
+    return env.get("TMPDIR") or tempfile.gettempdir()
+
+
 @contextlib.contextmanager
 def short_sockets(env: dict[str, str] | None = None, ray: bool = False):
     """Yields the variables that keep vLLM's (and with ``ray``, Ray's) socket paths within 107 bytes:
@@ -43,7 +48,7 @@ def short_sockets(env: dict[str, str] | None = None, ray: bool = False):
     system's) is short enough; else VLLM_RPC_BASE_PATH (and RAY_TMPDIR), a short link in /tmp to a fresh
     folder in the temp folder, removed afterwards (the files stay where they belong)."""
     env = os.environ if env is None else env
-    temp = env.get("TMPDIR") or tempfile.gettempdir()
+    temp = temp_folder(env)
     tails = {"VLLM_RPC_BASE_PATH": VLLM_SOCKET_TAIL, **({"RAY_TMPDIR": RAY_SOCKET_TAIL} if ray else {})}
     need = [k for k, tail in tails.items() if k not in env and len(temp) + tail > UNIX_PATH_MAX]
     if not need:
@@ -68,7 +73,7 @@ def private_temp(env: dict[str, str] | None = None):
     """Yields ``{"TMPDIR": folder}``, a fresh folder in the temp folder of ``env`` (default: this process's) for
     the files the libraries of one job write there; it is removed afterwards, whatever is in it."""
     env = os.environ if env is None else env
-    folder = tempfile.mkdtemp(prefix="vicurl-", dir=env.get("TMPDIR") or tempfile.gettempdir())
+    folder = tempfile.mkdtemp(prefix="vicurl-", dir=temp_folder(env))
     try:
         yield {"TMPDIR": folder}
     finally:
