@@ -239,7 +239,10 @@ def test_the_status_command_reads_slurms_record(slurm_env, tmp_path, long_traini
     database (`sacct`) as on a production cluster: queued (the GPU partition down: PENDING), running
     (its step from the run's progress file, its GPU hours SLURM's elapsed time times the GPUs the job was
     given), and failed (Snakemake killed, then the job's script: FAILED)."""
-    configs = [*CONFIGS, *long_training]
+    # long enough to be read while it runs: a step of the smoke config can take 0.1 s, and 40 ended in 5 s
+    longer = tmp_path / "longer_still.yaml"
+    longer.write_text(yaml.safe_dump({"studies": {"main": {"train": {"total_steps": 2000}, "eval_every": 2000}}}))
+    configs = [*CONFIGS, *long_training, longer]
     run = "main/tiny/oracle-vicurl/seed0"
     partition = PROFILE["set-resources"]["train"]["slurm_partition"]
     scontrol = lambda state: subprocess.run(["scontrol", "update", f"PartitionName={partition}", f"State={state}"],  # noqa: E731
@@ -264,7 +267,7 @@ def test_the_status_command_reads_slurms_record(slurm_env, tmp_path, long_traini
         before = sacct_record(slurm_env, job)
         running = run_state(slurm_env, tmp_path, configs, run)
         after = sacct_record(slurm_env, job)
-        steps = yaml.safe_load(long_training[0].read_text())["studies"]["main"]["train"]["total_steps"]
+        steps = yaml.safe_load(longer.read_text())["studies"]["main"]["train"]["total_steps"]
         assert (running["state"], running["slurm_job"], running["steps"]) == ("running", job, str(steps)), running
         assert int(running["step"]) >= 1 and float(running["s_per_step"]) > 0 and running["finish"], running
         assert before[2] == after[2] == 1  # the job's GPUs, as SLURM gave them (gres/gpu in AllocTRES)
