@@ -74,10 +74,10 @@ test: setup setup-vllm
 	$(MAKE) -j2 --output-sync=target test-main test-gpu-path
 
 test-main: setup
-	$(PY) -m pytest --ignore=tests/gpu_path $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/gpu_path --durations=15 $(PYTEST_ARGS)
 
 test-gpu-path: setup-vllm
-	$(VLLM_PY) -m pytest tests/gpu_path $(PYTEST_ARGS)
+	$(VLLM_PY) -m pytest tests/gpu_path --durations=15 $(PYTEST_ARGS)
 
 clean-demo:
 	rm -rf results/demo
