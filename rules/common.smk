@@ -6,6 +6,7 @@ import sys
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))  # this checkout's package, installed or not
 import vicurl.checks as checks_lib
 import vicurl.data.sources as sources_lib
+import vicurl.models.fetch as fetch_lib
 import vicurl.report.tableconfig as tables_lib
 import vicurl.runs as runs_lib
 from snakemake.logging import logger
@@ -47,15 +48,21 @@ def all_datasets():
     return [dataset_path(d) for d in config["datasets"]] + [manifest_path(d) for d in PREPARED]
 
 
+# models from the Hub: one fetch_model job each (a local folder as hub_id is read where it is)
+HUB_MODELS = [n for n, m in config["models"].items() if "hub_id" in m and fetch_lib.is_hub_id(m["hub_id"])]
+
+
 def base_model_dir(model):
-    """Where rules load the initial policy from: a built model's folder or a hub id / path."""
-    m = config["models"][model]
-    return f"{R}/models/{model}/base" if "build" in m else m["hub_id"]
+    """Where rules load the initial policy from: a built model's folder, a Hub model's fetched folder, or
+    the local folder `hub_id` names."""
+    if "build" in config["models"][model]:
+        return f"{R}/models/{model}/base"
+    return f"{R}/models/{model}/hub" if model in HUB_MODELS else config["models"][model]["hub_id"]
 
 
 def base_model_input(model):
-    """The base model as an input file; only built models are files of this workflow."""
-    return [base_model_dir(model)] if "build" in config["models"][model] else []
+    """The base model as an input file: built and fetched models are files of this workflow."""
+    return [base_model_dir(model)] if "build" in config["models"][model] or model in HUB_MODELS else []
 
 
 VERL_ENGINE = config["engine"] == "verl"

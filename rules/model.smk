@@ -1,4 +1,9 @@
-# The demo's base model: tokenizer and a tiny Llama-architecture model, supervised on worked solutions.
+# The initial policies: the demo's is built here (a tokenizer and a tiny Llama-architecture model, supervised
+# on worked solutions); a Hub model is fetched once, at one commit, into the results folder.
+# fetch_model runs on the host that runs Snakemake (like prepare_dataset): compute nodes need no internet and
+# no Hub token, and the study's jobs all load the same files.
+localrules:
+    fetch_model,
 
 
 rule build_tiny_model:
@@ -18,3 +23,21 @@ rule build_tiny_model:
         prompt_order=config["prompt"]["order"],
     script:
         "../workflow_scripts/build_tiny_model.py"
+
+
+rule fetch_model:
+    """A Hub model's files at one commit -> the folder every job loads + manifest (vicurl.models.fetch)."""
+    output:
+        model=directory(f"{R}/models/{{model}}/hub"),
+        manifest=f"{R}/models/{{model}}/hub.json",
+    log:
+        f"{R}/logs/models/{{model}}.fetch.log",
+    wildcard_constraints:
+        model=_alt(HUB_MODELS),
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        hub_id=lambda w: config["models"][w.model]["hub_id"],
+        revision=lambda w: config["models"][w.model].get("revision"),
+    script:
+        "../workflow_scripts/fetch_model.py"

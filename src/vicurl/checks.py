@@ -186,8 +186,13 @@ def _check_probes(config: dict[str, Any]) -> None:
 
 
 def _check_models(config: dict[str, Any]) -> None:
-    """A built model's warm-up split is a split of `synthetic`."""
+    """A built model's warm-up split is a split of `synthetic`; a revision is a Hub model's."""
+    from vicurl.models.fetch import is_hub_id
+
     for name, m in config["models"].items():
+        if "revision" in m and not ("hub_id" in m and is_hub_id(m["hub_id"])):
+            raise ValueError(f"models.{name}.revision: only a Hub model (hub_id `org/name`) has revisions; "
+                             f"{m.get('hub_id', 'a built model')!r} is not one")
         if "build" in m:
             split = m["build"]["sft_split"]
             if split not in config.get("synthetic", {}).get("splits", {}):

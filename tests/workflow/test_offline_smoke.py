@@ -5,6 +5,7 @@ CPU rehearsal runs whole in tests/gpu_path/test_gpu_smoke_on_cpu.py; here the GP
 from __future__ import annotations
 
 import copy
+import json
 import os
 
 import yaml
@@ -72,4 +73,37 @@ def test_the_gpu_rehearsal_plans_the_smoke_dags_jobs(tmp_path):
     smoke = snakemake(tmp_path / "smoke", "all", "-n", configs=config_files("gpu")[:1], timeout=600)
     assert smoke.returncode == 0, smoke.stderr[-3000:]
     counts = job_counts(out.stdout + out.stderr)
-    assert counts == job_counts(smoke.stdout + smoke.stderr) and counts["train"] == 1, counts
+    # the same jobs, but the stand-in is a local folder: nothing to fetch from the Hub
+    assert {**counts, "fetch_model": 1} == job_counts(smoke.stdout + smoke.stderr) and counts["train"] == 1, counts
+
+
+def test_the_smoke_configs_model_is_fetched_once_and_every_job_loads_the_folder(tmp_path):
+    """config/gpu_smoke.yaml's Qwen/Qwen2.5-0.5B-Instruct through rule fetch_model, from a local stand-in for
+    the Hub (HF_ENDPOINT; tests/fake_hub.py) serving the rehearsal's model under that id: the folder and its
+    manifest at the Hub's commit; then the plan fetches nothing more, and the training and the base model's
+    evaluation take the folder as their input."""
+    from fake_hub import SHA, FakeHub
+
+    from vicurl.rehearsal import stand_ins
+
+    model = tmp_path / "repo"
+    stand_ins.write_model(model, ["1+2=3"], seed=0)
+    hub = FakeHub({"Qwen/Qwen2.5-0.5B-Instruct": model})
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_TELEMETRY": "1"}
+    folder = "results/gpu_smoke/models/qwen_0.5b_instruct/hub"
+    try:
+        out = snakemake(tmp_path / "w", folder, "--cores", "1", configs=config_files("gpu")[:1], env=env, timeout=600)
+    finally:
+        hub.server.shutdown()
+    assert out.returncode == 0, out.stderr[-3000:]
+    manifest = json.loads((tmp_path / "w" / f"{folder}.json").read_text())
+    assert manifest["commit"] == SHA and manifest["hub_id"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    files = sorted(p.name for p in (tmp_path / "w" / folder).iterdir() if p.name != ".snakemake_timestamp")
+    assert files == sorted(manifest["files"])
+    plan = snakemake(tmp_path / "w", "all", "-n", configs=config_files("gpu")[:1], timeout=600)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    counts = job_counts(plan.stdout + plan.stderr)
+    assert "fetch_model" not in counts and counts["train"] == 1, counts
+    for rule in ("train", "generate_checkpoint"):
+        block = plan.stdout.split(f"rule {rule}:")[1].split("\n\n")[0]
+        assert f"input: {folder}" in block or f"{folder}," in block, block

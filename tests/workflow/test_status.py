@@ -74,7 +74,7 @@ def test_running_stopped_failed_and_waiting_runs_are_told_apart(tmp_path):
 
 
 def test_the_papers_plan_is_read_without_running_a_job(tmp_path):
-    """The 2,720-job plan of config/paper.yaml, nothing run: every run waiting, every job planned, the
+    """The 2,724-job plan of config/paper.yaml, nothing run: every run waiting, every job planned, the
     estimate's A100 hours (cached after the first call); the command's time is measured in
     docs/monitoring.md, not asserted here."""
     out = subprocess.run([sys.executable, "-m", "vicurl.status", "--configfile", str(PAPER_CONFIG)], cwd=tmp_path,

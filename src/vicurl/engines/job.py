@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from vicurl.data import schema
 from vicurl.engines import workdir
 from vicurl.io import write_json
+from vicurl.models.fetch import fetched
 from vicurl.prompts import rendered_example
 from vicurl.provenance import provenance
 from vicurl.settings import TrainSettings
@@ -66,5 +67,5 @@ def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set
         run = {**run, "continues": start_from["run"], "from_step": start_from["step"]}
     # the resolved config, package versions and git commit of this run (written last, atomically)
     write_json(provenance_out, provenance(run=run, settings=settings, config=config, repo=repo, engine=engine,
-                                          data=data, prompt=prompt))
+                                          data=data, prompt=prompt, model=fetched(model_dir)))
     workdir.mark_published(work_dir)

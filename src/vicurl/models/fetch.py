@@ -1,0 +1,112 @@
+"""An initial policy from the Hugging Face Hub, fetched once for the whole study.
+
+Rule fetch_model downloads a model's files at one commit into the results folder, on the host that runs
+Snakemake (a local rule, like prepare_dataset): the training, evaluation and probe jobs load that folder,
+so compute nodes need no internet and no Hub token (meta-llama's models are gated), the study's thousands
+of jobs do not each ask the Hub, and every run of a study trains the same weights even if the Hub's
+repository changes meanwhile. The manifest beside the folder records the commit.
+
+    python -m vicurl.models.fetch Qwen/Qwen2.5-Math-1.5B results/paper/models/qwen_math_1.5b/hub
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from vicurl.io import write_json
+
+log = logging.getLogger(__name__)
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # org/name
+KEEP = (".json", ".txt", ".model", ".tiktoken", ".jinja")  # configs, tokenizer files, chat templates
+
+
+class FetchError(RuntimeError):
+    pass
+
+
+def is_hub_id(ref: str) -> bool:
+    """transformers' rule: an existing folder is a local model; otherwise `org/name` names a Hub repository.
+    Anything else (`results/stand_ins/model`, `/models/x`) is a local path."""
+    return not Path(ref).exists() and bool(HUB_ID.match(ref))
+
+
+def wanted(files: list[str]) -> list[str]:
+    """The files transformers and vLLM load: the top folder's configs, tokenizer and weights, safetensors
+    where the repository has them (else PyTorch's .bin). Sub-folders are left out: Llama 3.2's `original/`
+    holds Meta's own checkpoint (6 GB for the 3B model) that no job reads."""
+    top = [f for f in files if "/" not in f]
+    weights = [f for f in top if f.endswith(".safetensors")] or [f for f in top if f.endswith(".bin")]
+    return sorted(weights + [f for f in top if f.endswith(KEEP)])
+
+
+def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision: str | None = None,
+          name: str | None = None, endpoint: str | None = None) -> dict[str, Any]:
+    """Download `hub_id` at `revision` (default: the main branch) into `out_dir`; write the manifest.
+
+    The files go to `<out_dir>.partial` first, which a killed fetch resumes (huggingface_hub skips the files
+    it completed), and the folder appears whole: a job never sees half a model."""
+    import huggingface_hub
+
+    key = f"models.{name}" if name else hub_id
+    out_dir, partial = Path(out_dir), Path(f"{out_dir}.partial")
+    api = huggingface_hub.HfApi(endpoint=endpoint)
+    try:
+        info = api.model_info(hub_id, revision=revision)  # the commit the revision names now, and its files
+    except Exception as e:
+        raise FetchError(
+            f"{key}: cannot read {hub_id}{f' at {revision}' if revision else ''} on the Hugging Face Hub: {e}. "
+            f"A gated model needs access granted on its page and a token on this host (`hf auth login` or "
+            f"HF_TOKEN); without internet here, point {key}.hub_id at a local copy of the model") from e
+    files = wanted([s.rfilename for s in info.siblings or []])
+    if not any(f.endswith((".safetensors", ".bin")) for f in files):
+        raise FetchError(f"{key}: {hub_id} at {info.sha} has no weights (.safetensors or .bin) in its top folder")
+    log.info("%s: %d files at commit %s -> %s", hub_id, len(files), info.sha, out_dir)
+    try:
+        huggingface_hub.snapshot_download(hub_id, revision=info.sha, local_dir=partial, allow_patterns=files,
+                                          endpoint=endpoint)
+    except Exception as e:
+        raise FetchError(f"{key}: downloading {hub_id} at {info.sha} failed: {e}. What was downloaded is "
+                         f"kept in {partial}; run the job again to go on") from e
+    shutil.rmtree(partial / ".cache", ignore_errors=True)  # huggingface_hub's resume records
+    manifest = {"hub_id": hub_id, "revision": revision, "commit": info.sha,
+                "files": {f: (partial / f).stat().st_size for f in files}}
+    write_json(manifest_path, manifest)  # first: a fetch stopped before the rename resumes from the partial folder
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(partial, out_dir)
+    return manifest
+
+
+def fetched(model_dir: str | Path) -> dict[str, Any]:
+    """What a run records of its initial policy: the folder and, where fetch() wrote it, the Hub id and commit."""
+    try:  # <folder>.json, as fetch() writes it beside the folder; a local model has none
+        m = json.loads(Path(f"{model_dir}.json").read_text())
+    except (OSError, ValueError):
+        m = {}
+    keep = isinstance(m, dict) and {"hub_id", "commit"} <= set(m)
+    return {"dir": str(model_dir), **({k: m.get(k) for k in ("hub_id", "revision", "commit")} if keep else {})}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("hub_id")
+    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--revision", help="branch, tag or commit (default: main)")
+    ap.add_argument("--manifest", type=Path, help="default: <out_dir>.json")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    m = fetch(args.hub_id, args.out_dir, args.manifest or Path(f"{args.out_dir}.json"), revision=args.revision)
+    print(f"{m['hub_id']} at {m['commit']}: {len(m['files'])} files, "
+          f"{sum(m['files'].values()) / 1e9:.2f} GB in {args.out_dir}")
+
+
+if __name__ == "__main__":
+    main()

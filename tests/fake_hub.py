@@ -1,0 +1,79 @@
+"""A local stand-in for the Hugging Face Hub's HTTP API, for huggingface_hub's real client.
+
+It answers what `snapshot_download` and `HfApi.model_info` ask (a repository's info at a revision, its
+file tree, each file's HEAD and GET under /resolve/), serving real model folders; point the client at
+`url` (`endpoint=` or the HF_ENDPOINT variable)."""
+
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+SHA = "a1b2c3d4" * 5
+
+
+class FakeHub:
+    """Serves `repos[hub_id]` (a folder) at commit SHA; `gated` ids answer 401 without a token; a file
+    named in `broken` answers 403 (a download that stops half way)."""
+
+    def __init__(self, repos: dict[str, Path], gated=(), broken=()):
+        self.repos, self.gated, self.broken, self.requests = repos, set(gated), set(broken), []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_HEAD(self):
+                self.answer(body=False)
+
+            def do_GET(self):
+                self.answer(body=True)
+
+            def answer(self, body):
+                hub.requests.append((self.command, self.path))
+                parts = self.path.split("?")[0].strip("/").split("/")
+                if parts[:2] == ["api", "models"]:
+                    repo, rest = "/".join(parts[2:4]), parts[4:]
+                    if not self.allowed(repo):
+                        return
+                    root = hub.repos[repo]
+                    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+                    if rest[:1] == ["tree"]:  # the file listing snapshot_download reads
+                        data = [{"type": "file", "path": f, "size": (root / f).stat().st_size,
+                                 "oid": hashlib.sha1((root / f).read_bytes()).hexdigest()} for f in files]
+                    else:  # the repository's info at a revision
+                        data = {"id": repo, "sha": SHA, "siblings": [{"rfilename": f} for f in files], "private": False}
+                    return self.send(200, json.dumps(data).encode(), {"Content-Type": "application/json"}, body)
+                repo, path = "/".join(parts[:2]), "/".join(parts[4:])  # <org>/<name>/resolve/<rev>/<path>
+                if not self.allowed(repo):
+                    return
+                if path in hub.broken:
+                    return self.send(403, b"forbidden", {"X-Error-Message": "broken on purpose"}, body)
+                data = (hub.repos[repo] / path).read_bytes()
+                self.send(200, data, {"X-Repo-Commit": SHA, "ETag": f'"{hashlib.sha256(data).hexdigest()}"'}, body)
+
+            def allowed(self, repo):
+                if repo not in hub.repos:
+                    self.send(404, b"", {"X-Error-Code": "RepoNotFound", "X-Error-Message": "Repository not found"}, True)
+                    return False
+                if repo in hub.gated and "authorization" not in {k.lower() for k in self.headers}:
+                    self.send(401, b"", {"X-Error-Code": "GatedRepo", "X-Error-Message": "Access restricted"}, True)
+                    return False
+                return True
+
+            def send(self, code, data, headers, body):
+                self.send_response(code)
+                for k, v in {**headers, "Content-Length": str(len(data))}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                if body:
+                    self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def gets(self):
+        return [p.split("/resolve/")[1].split("/", 1)[1] for m, p in self.requests if m == "GET" and "/resolve/" in p]

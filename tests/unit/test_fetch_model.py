@@ -1,0 +1,124 @@
+"""vicurl.models.fetch: a model's files from the Hub at one commit, through huggingface_hub's real client.
+
+The Hub is out of reach here, so a local HTTP server (tests/fake_hub.py) answers the requests huggingface_hub
+makes, serving a real model folder (the GPU rehearsal's stand-in); everything on the client side is
+huggingface_hub's own code."""
+
+import json
+from pathlib import Path
+
+import pytest
+import transformers
+from fake_hub import SHA, FakeHub
+
+from vicurl.models import fetch
+from vicurl.rehearsal import stand_ins
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    """A real model folder as a Hub repository holds it: Llama 3.2's Meta checkpoint under original/, a
+    README, a stray .bin beside the safetensors."""
+    root = tmp_path_factory.mktemp("hub") / "repo"
+    stand_ins.write_model(root, ["1+2=3", "4*5=20"], seed=0)
+    (root / "original").mkdir()
+    (root / "original" / "consolidated.00.pth").write_bytes(b"meta's own checkpoint")
+    (root / "original" / "params.json").write_text("{}")
+    (root / "README.md").write_text("# model card")
+    (root / "training_args.bin").write_bytes(b"pickle")
+    return root
+
+
+@pytest.fixture
+def hub(repo):
+    h = FakeHub({"org/model": repo, "meta-llama/gated": repo})
+    h.gated.add("meta-llama/gated")
+    yield h
+    h.server.shutdown()
+
+
+def test_the_files_a_job_loads(repo):
+    files = [str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file()]
+    chosen = fetch.wanted(files)
+    assert "model.safetensors" in chosen and "config.json" in chosen and "tokenizer.json" in chosen
+    assert not [f for f in chosen if f.startswith("original/") or f.endswith((".bin", ".md"))]
+    assert fetch.wanted(["config.json", "pytorch_model.bin", "original/x.pth"]) == ["config.json", "pytorch_model.bin"]
+
+
+def test_is_hub_id(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert fetch.is_hub_id("Qwen/Qwen2.5-Math-1.5B") and fetch.is_hub_id("meta-llama/Llama-3.2-3B-Instruct")
+    assert not fetch.is_hub_id("results/stand_ins/model") and not fetch.is_hub_id("/models/qwen")
+    (tmp_path / "local" / "model").mkdir(parents=True)
+    assert not fetch.is_hub_id("local/model")  # an existing folder is local, as transformers takes it
+
+
+def test_a_fetch_is_the_repositorys_model_at_its_commit(hub, repo, tmp_path):
+    out, manifest = tmp_path / "models" / "m" / "hub", tmp_path / "models" / "m" / "hub.json"
+    m = fetch.fetch("org/model", out, manifest, name="m", endpoint=hub.url)
+    assert m["commit"] == SHA and json.loads(manifest.read_text()) == m
+    assert sorted(p.name for p in out.iterdir()) == sorted(m["files"])  # nothing else: no resume records
+    assert not Path(f"{out}.partial").exists()
+    for f, size in m["files"].items():
+        assert (out / f).read_bytes() == (repo / f).read_bytes() and size == (repo / f).stat().st_size
+    assert hub.requests[0] == ("GET", "/api/models/org/model")  # the main branch's commit asked once ...
+    assert all(f"/resolve/{SHA}/" in p for _, p in hub.requests if "/resolve/" in p)  # ... its commit downloaded
+    # the folder is the model: transformers loads it, equal to the repository's
+    a = transformers.AutoModelForCausalLM.from_pretrained(out)
+    b = transformers.AutoModelForCausalLM.from_pretrained(repo)
+    assert all((x == y).all() for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert transformers.AutoTokenizer.from_pretrained(out).chat_template == stand_ins.CHATML
+
+
+def test_a_stopped_fetch_resumes_and_no_job_sees_half_a_model(hub, repo, tmp_path):
+    out, manifest = tmp_path / "hub", tmp_path / "hub.json"
+    hub.broken.add("tokenizer.json")
+    with pytest.raises(fetch.FetchError, match=r"models.m: downloading org/model .* kept in .*hub.partial; run the job again"):
+        fetch.fetch("org/model", out, manifest, name="m", endpoint=hub.url)
+    assert not out.exists() and not manifest.exists()
+    first = hub.gets()
+    assert "model.safetensors" in first
+    hub.broken.clear()
+    hub.requests.clear()
+    fetch.fetch("org/model", out, manifest, name="m", endpoint=hub.url)
+    assert "tokenizer.json" in hub.gets() and "model.safetensors" not in hub.gets()  # the weights were complete
+    assert (out / "tokenizer.json").read_bytes() == (repo / "tokenizer.json").read_bytes()
+
+
+def test_errors_name_the_config_key(hub, tmp_path, monkeypatch):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no stored token
+    with pytest.raises(fetch.FetchError, match=r"(?s)models.llama: cannot read meta-llama/gated .*Cannot access gated repo.*hf auth login.*"
+                                               r"point models.llama.hub_id at a local copy"):
+        fetch.fetch("meta-llama/gated", tmp_path / "a", tmp_path / "a.json", name="llama", endpoint=hub.url)
+    with pytest.raises(fetch.FetchError, match=r"models.x: cannot read org/missing"):
+        fetch.fetch("org/missing", tmp_path / "b", tmp_path / "b.json", name="x", endpoint=hub.url)
+    monkeypatch.setenv("HF_TOKEN", "hf_token_granted")
+    assert fetch.fetch("meta-llama/gated", tmp_path / "c", tmp_path / "c.json", endpoint=hub.url)["commit"] == SHA
+
+
+def test_a_revision_belongs_to_a_hub_model(tmp_path, monkeypatch):
+    """The config's models.{name}.revision: the commit fetched is the revision's; a local folder or a built
+    model has none, and saying one is an error naming the key (the schema's own check passes it)."""
+    import yaml
+
+    from vicurl import checks
+
+    monkeypatch.chdir(tmp_path)
+    paper = yaml.safe_load((Path(__file__).parents[2] / "config" / "paper.yaml").read_text())
+    paper["models"]["qwen_math_1.5b"]["revision"] = "v1.0"
+    checks.read(paper)
+    paper["models"]["qwen_math_1.5b"]["hub_id"] = "/models/qwen_math_1.5b"
+    with pytest.raises(ValueError, match=r"models.qwen_math_1.5b.revision: only a Hub model"):
+        checks.read(paper)
+
+
+def test_a_run_records_the_commit_it_trained_from(hub, tmp_path):
+    """provenance.json's `model` (vicurl.engines.job.train): a fetched model's id and commit; a built or local
+    model's folder only, whatever file lies beside it."""
+    out = tmp_path / "models" / "m" / "hub"
+    fetch.fetch("org/model", out, f"{out}.json", endpoint=hub.url)
+    assert fetch.fetched(out) == {"dir": str(out), "hub_id": "org/model", "revision": None, "commit": SHA}
+    (tmp_path / "local.json").write_text("not json")
+    assert fetch.fetched(tmp_path / "local") == {"dir": str(tmp_path / "local")}
+    assert fetch.fetched(tmp_path / "base") == {"dir": str(tmp_path / "base")}
