@@ -46,6 +46,7 @@ include: "rules/report.smk"
 localrules:
     all,
     data,
+    models,
     train_all,
     eval_all,
     probes,
@@ -71,6 +72,11 @@ rule all:
 rule data:
     input:
         all_datasets(),
+
+
+rule models:
+    input:
+        [base_model_dir(m) for m in config["models"] if base_model_input(m)],
 
 
 rule train_all:

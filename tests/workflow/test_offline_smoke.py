@@ -78,7 +78,7 @@ def test_the_gpu_rehearsal_plans_the_smoke_dags_jobs(tmp_path):
 
 
 def test_the_smoke_configs_model_is_fetched_once_and_every_job_loads_the_folder(tmp_path):
-    """config/gpu_smoke.yaml's Qwen/Qwen2.5-0.5B-Instruct through rule fetch_model, from a local stand-in for
+    """config/gpu_smoke.yaml's Qwen/Qwen2.5-0.5B-Instruct through the target `models` (rule fetch_model), from a local stand-in for
     the Hub (HF_ENDPOINT; tests/fake_hub.py) serving the rehearsal's model under that id: the folder and its
     manifest at the Hub's commit; then the plan fetches nothing more, and the training and the base model's
     evaluation take the folder as their input."""
@@ -92,7 +92,7 @@ def test_the_smoke_configs_model_is_fetched_once_and_every_job_loads_the_folder(
     env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_TELEMETRY": "1"}
     folder = "results/gpu_smoke/models/qwen_0.5b_instruct/hub"
     try:
-        out = snakemake(tmp_path / "w", folder, "--cores", "1", configs=config_files("gpu")[:1], env=env, timeout=600)
+        out = snakemake(tmp_path / "w", "models", "--cores", "1", configs=config_files("gpu")[:1], env=env, timeout=600)
     finally:
         hub.server.shutdown()
     assert out.returncode == 0, out.stderr[-3000:]
