@@ -86,8 +86,11 @@ def test_a_stopped_fetch_resumes_and_no_job_sees_half_a_model(hub, repo, tmp_pat
 
 
 def test_errors_name_the_config_key(hub, tmp_path, monkeypatch):
+    import huggingface_hub
+
     monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no stored token
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))  # none stored
     with pytest.raises(fetch.FetchError, match=r"(?s)models.llama: cannot read meta-llama/gated .*Cannot access gated repo.*hf auth login.*"
                                                r"point models.llama.hub_id at a local copy"):
         fetch.fetch("meta-llama/gated", tmp_path / "a", tmp_path / "a.json", name="llama", endpoint=hub.url)
