@@ -80,9 +80,11 @@ def test_a_stopped_fetch_resumes_and_no_job_sees_half_a_model(hub, repo, tmp_pat
     assert "model.safetensors" in first
     hub.broken.clear()
     hub.requests.clear()
+    (tmp_path / "hub.partial" / "left_by_an_earlier_revision.json").write_text("{}")
     fetch.fetch("org/model", out, manifest, name="m", endpoint=hub.url)
     assert "tokenizer.json" in hub.gets() and "model.safetensors" not in hub.gets()  # the weights were complete
     assert (out / "tokenizer.json").read_bytes() == (repo / "tokenizer.json").read_bytes()
+    assert sorted(p.name for p in out.iterdir()) == sorted(json.loads(manifest.read_text())["files"])
 
 
 def test_errors_name_the_config_key(hub, tmp_path, monkeypatch):

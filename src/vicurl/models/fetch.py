@@ -75,7 +75,11 @@ def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision:
     except Exception as e:
         raise FetchError(f"{key}: downloading {hub_id} at {info.sha} failed: {e}. What was downloaded is "
                          f"kept in {partial}; run the job again to go on") from e
-    shutil.rmtree(partial / ".cache", ignore_errors=True)  # huggingface_hub's resume records
+    for left in set(os.listdir(partial)) - set(files):  # huggingface_hub's resume records, an earlier revision's files
+        if (partial / left).is_dir():
+            shutil.rmtree(partial / left)
+        else:
+            (partial / left).unlink()
     manifest = {"hub_id": hub_id, "revision": revision, "commit": info.sha,
                 "files": {f: (partial / f).stat().st_size for f in files}}
     write_json(manifest_path, manifest)  # first: a fetch stopped before the rename resumes from the partial folder
