@@ -47,6 +47,11 @@ def wanted(files: list[str]) -> list[str]:
     return sorted(weights + [f for f in top if f.endswith(KEEP)])
 
 
+def manifest_of(model_dir: str | Path) -> Path:
+    """Where a fetched folder's manifest lies: beside it, `<folder>.json` (rule fetch_model's `hub.json`)."""
+    return Path(f"{model_dir}.json")
+
+
 def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision: str | None = None,
           name: str | None = None, endpoint: str | None = None) -> dict[str, Any]:
     """Download `hub_id` at `revision` (default: the main branch) into `out_dir`; write the manifest.
@@ -91,8 +96,8 @@ def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision:
 
 def fetched(model_dir: str | Path) -> dict[str, Any]:
     """What a run records of its initial policy: the folder and, where fetch() wrote it, the Hub id and commit."""
-    try:  # <folder>.json, as fetch() writes it beside the folder; a local model has none
-        m = json.loads(Path(f"{model_dir}.json").read_text())
+    try:  # a local or built model has no manifest
+        m = json.loads(manifest_of(model_dir).read_text())
     except (OSError, ValueError):
         m = {}
     keep = isinstance(m, dict) and {"hub_id", "commit"} <= set(m)
@@ -107,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--manifest", type=Path, help="default: <out_dir>.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    m = fetch(args.hub_id, args.out_dir, args.manifest or Path(f"{args.out_dir}.json"), revision=args.revision)
+    m = fetch(args.hub_id, args.out_dir, args.manifest or manifest_of(args.out_dir), revision=args.revision)
     print(f"{m['hub_id']} at {m['commit']}: {len(m['files'])} files, "
           f"{sum(m['files'].values()) / 1e9:.2f} GB in {args.out_dir}")
 
