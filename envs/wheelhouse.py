@@ -2,9 +2,14 @@
 
     python envs/wheelhouse.py lock [--python python3.12] [--upgrade | --unpin NAME ...]
     python envs/wheelhouse.py download DIR [--python-version 3.12] [--platform manylinux_2_35_x86_64] [--without-torch]
+    python envs/wheelhouse.py envs
+
+``envs`` writes the conda environments of ``--sdm conda`` (envs/*.yaml, ``ENVS_FROM_LOCK``) from the Python 3.11
+lock: each names its packages at the lock's versions, so that the rules run the GPU node's library versions
+whichever env runs them (the CPU env's torch aside: the CPU build, 2.13.0).
 
 ``lock`` rewrites envs/gpu-lock-py3XX.txt for that Python (this one by default): what pip resolves
-``requirements()`` to (envs/verl.yaml's pins, pyproject.toml's dependencies and its SLURM executor
+``requirements()`` to (envs/gpu.yaml's pins, pyproject.toml's dependencies and its SLURM executor
 plugin: the GPU environment of docs/verl.md's first-run command, and ``--profile slurm-a100``) in a fresh
 virtual environment of it (``pip install --dry-run --report``), the list's current pins kept unless
 ``--upgrade`` (all) or ``--unpin`` (those named). One list per Python: vLLM asks setuptools < 81 from Python 3.12 on, and some packages'
@@ -39,7 +44,7 @@ from pathlib import Path
 
 ENVS = Path(__file__).resolve().parent
 PYPROJECT = ENVS.parent / "pyproject.toml"
-GPU_PINS = ["verl[vllm]==0.9.1", "vllm==0.24.0", "torch==2.11.0"]  # envs/verl.yaml's (a test checks them)
+GPU_PINS = ["verl[vllm]==0.9.1", "vllm==0.24.0", "torch==2.11.0"]  # envs/gpu.yaml's
 PIP = ["--disable-pip-version-check"]  # and pip's own configuration: the index (or mirror) it is given
 
 
@@ -49,6 +54,41 @@ def requirements() -> list[str]:
     project = tomllib.loads(PYPROJECT.read_text())["project"]
     deps = project["dependencies"] + project["optional-dependencies"]["slurm"]
     return GPU_PINS + [d for d in deps if not d.startswith(("torch", "verl"))]
+
+
+# the conda envs (envs/<name>.yaml, Python 3.11): what each is for, and its packages besides pyproject.toml's
+# dependencies (None: those dependencies left out, only the packages listed)
+ENVS_FROM_LOCK = {
+    "gpu": ("GPU jobs: training on verl (engine: verl), generation with vLLM (eval.engine: vllm), the variance probes\n"
+            "# on verl", GPU_PINS, True),
+    "cpu": ("CPU jobs: data, grading, scoring, the report, and the CPU demo's training and generation; the CPU\n"
+            "# build of torch (the GPU lock's 2.11.0 is its CUDA build)", ["torch==2.13.0", "verl==0.9.1"], True),
+    "fetch": ("rule fetch_model on the host that runs Snakemake: the Hub's client, no torch",
+              ["huggingface_hub", "pyyaml", "snakemake"], False),
+}
+
+
+def conda_env(name: str, lock: dict[str, tuple[str, bool, bool]] | None = None) -> str:
+    """envs/<name>.yaml's text: its packages at the Python 3.11 lock's versions (``ENVS_FROM_LOCK``)."""
+    lock = read_lock("3.11") if lock is None else lock
+    purpose, extra, with_project = ENVS_FROM_LOCK[name]
+    project = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    names = [re.match(r"[A-Za-z0-9._-]+", d).group(0) for d in project if not d.startswith(("torch", "verl"))]
+    entries = [e if "==" in e else f"{e}=={lock[e][0]}" for e in extra]
+    entries += [f"{n}=={lock[n][0]}" for n in names if with_project and n not in extra]
+    return "\n".join([
+        f"# {purpose}.",
+        "# Written by `python envs/wheelhouse.py envs` from envs/gpu-lock-py3.11.txt: every package at the version the",
+        "# GPU lock pins. Third-party packages only: every rule script imports this project from the checkout it",
+        "# runs in (workflow_scripts/_checkout.py), so the env builds wherever Snakemake copies this file.",
+        f"name: vicurl-{name}", "channels: [conda-forge]", "dependencies:", "  - python=3.11", "  - pip", "  - pip:",
+        *[f"      - {e}" for e in entries]]) + "\n"
+
+
+def write_envs() -> None:
+    for name in ENVS_FROM_LOCK:
+        (ENVS / f"{name}.yaml").write_text(conda_env(name))
+        print(ENVS / f"{name}.yaml")
 
 
 def lock_file(python_version: str) -> Path:
@@ -161,9 +201,12 @@ def main(argv: list[str] | None = None) -> None:
                    help="the machine's glibc (ldd --version): the lock needs 2.31 or later (llguidance's wheel)")
     d.add_argument("--without-torch", action="store_true",
                    help="leave out torch's closure, for an image that has torch 2.11.0 already")
+    sub.add_parser("envs", help="write the conda envs (envs/*.yaml) at the Python 3.11 lock's versions")
     a = p.parse_args(argv)
     if a.command == "lock":
         lock(a.python, a.upgrade, tuple(a.unpin))
+    elif a.command == "envs":
+        write_envs()
     else:
         download(a.dir, a.python_version, a.platform, a.without_torch)
 

@@ -12,7 +12,15 @@ max_new_tokens long, an evaluation's worst case.
 Printed: the engine's start, the generation's time and tokens a second, and checks of the records (one per
 problem and sample, the evaluation's columns, a sample marked truncated exactly where it reached max_new_tokens).
 
+The engine start that stalled on an H200 (docs/verl.md, "How vLLM starts its processes"), recreated:
+``--parallel-op-first`` runs a multi-threaded torch op on the CPU before vLLM starts (the stalled process had
+converted the model to bf16 on the CPU) and prints torch's OpenMP library and threads; ``--fork`` has vLLM fork
+its processes, as before `vicurl.vllm_env` asked for spawn. With both the engine core should stall (its stacks,
+dumped after ``--dump-after`` seconds, in the input batch's allocation, their bottom frames in popen_fork);
+with the first alone it starts. ``--debug``: vLLM's DEBUG log.
+
     python measurements/qwen2_eval.py --out /tmp/qwen2_eval                       # a GPU: 40 problems x 16
+    python measurements/qwen2_eval.py --out /tmp/qwen2_eval --parallel-op-first --fork --debug --dump-after 60
     .venv-vllm/bin/python measurements/qwen2_eval.py --out /tmp/qwen2_eval --cpu --layers 1 --vocab 4096 \\
         --max-new-tokens 16 --samples 2 --problems 4     # the script itself on a CPU (vLLM's CPU build)
 """
@@ -98,12 +106,20 @@ def main(argv=None) -> None:
                     help="vLLM's CPU build with the CPU rehearsal's environment (a check of the script)")
     ap.add_argument("--dump-after", type=float, default=150.0,
                     help="seconds of engine start after which every process prints its Python stacks")
+    ap.add_argument("--parallel-op-first", action="store_true",
+                    help="a multi-threaded torch op on the CPU before vLLM starts (the stalled run's parent)")
+    ap.add_argument("--fork", action="store_true", help="vLLM forks its processes (before the fix: spawn)")
+    ap.add_argument("--debug", action="store_true", help="vLLM's DEBUG log (VLLM_LOGGING_LEVEL)")
     a = ap.parse_args(argv)
     stack_dumps(a.out / "stack_dumps")  # before any process starts
     if a.cpu:
         from vicurl.cpu_rehearsal import environment
 
         os.environ.update(environment())
+    if a.fork:
+        os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "fork"  # kept by vllm_env.prepare: a value set wins
+    if a.debug:
+        os.environ["VLLM_LOGGING_LEVEL"] = "DEBUG"
 
     from vicurl.evaluation.records import RECORD_COLUMNS
     from vicurl.evaluation.vllm_generate import generate_sets_vllm, requests, start_engine
@@ -128,6 +144,15 @@ def main(argv=None) -> None:
 
     table = problems(a.problems)
     _, _, args = requests(str(model_dir), {"amc23": table}, sampling, ev.get("vllm"))  # as the evaluation starts vLLM
+    if a.parallel_op_first:
+        import torch
+
+        x = torch.randn(2048, 2048)
+        float((x @ x).sum())  # torch's OpenMP threads now exist in this process
+        print(f"a parallel op ran first: {torch.get_num_threads()} threads\n{torch.__config__.parallel_info()}",
+              flush=True)
+    print(f"vLLM starts its processes by {os.environ.get('VLLM_WORKER_MULTIPROC_METHOD', 'spawn (vicurl.vllm_env)')}",
+          flush=True)
     t0 = time.time()
     with stacks_after(a.dump_after):
         llm = start_engine(str(model_dir), sampling.seed, args)

@@ -50,6 +50,8 @@ def all_datasets():
 
 # models from the Hub: one fetch_model job each (a local folder as hub_id is read where it is)
 HUB_MODELS = [n for n, m in config["models"].items() if "hub_id" in m and fetch_lib.is_hub_id(m["hub_id"])]
+# the commit each Hub model was first fetched at (vicurl.models.fetch): what a fetch asks for follows from it
+HUB_COMMITS = fetch_lib.read_commits(config["hub_commits"]) if HUB_MODELS else {}
 
 
 def base_model_dir(model):

@@ -18,7 +18,7 @@ rule generate_checkpoint:
     benchmark:
         f"{R}/timings/eval/{RUN}/step{{step}}/generate.tsv"
     conda:
-        "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
+        "../envs/gpu.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
     threads: config["threads"]
     resources:
         gpu=1 if VLLM_EVAL else 0,

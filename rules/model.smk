@@ -35,9 +35,13 @@ rule fetch_model:
     wildcard_constraints:
         model=_alt(HUB_MODELS),
     conda:
-        "../envs/cpu.yaml"
+        "../envs/fetch.yaml"
     params:
         hub_id=lambda w: config["models"][w.model]["hub_id"],
-        revision=lambda w: config["models"][w.model].get("revision"),
+        # the config's revision, or what the kept commit was asked for (a pin of it reruns nothing)
+        revision=lambda w: fetch_lib.request(
+            config["models"][w.model]["hub_id"], config["models"][w.model].get("revision"), HUB_COMMITS
+        ),
+        commits=config["hub_commits"],
     script:
         "../workflow_scripts/fetch_model.py"

@@ -21,7 +21,7 @@ rule probe:
     conda:
         # GPU clusters: the training environment (CUDA torch, and the torch, transformers and verl
         # loss code that trained the probed checkpoints); the demo: the CPU one
-        "../envs/verl.yaml" if VERL_ENGINE else "../envs/cpu.yaml"
+        "../envs/gpu.yaml" if VERL_ENGINE else "../envs/cpu.yaml"
     threads: config["threads"]
     resources:
         gpu=1 if VERL_ENGINE else 0,

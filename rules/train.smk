@@ -24,7 +24,7 @@ rule train:
     benchmark:
         f"{R}/timings/train/{RUN}.tsv"
     conda:
-        "../envs/verl.yaml" if VERL_ENGINE else "../envs/cpu.yaml"
+        "../envs/gpu.yaml" if VERL_ENGINE else "../envs/cpu.yaml"
     threads: config["threads"]
     resources:
         **train_resources(),
@@ -55,7 +55,7 @@ rule prompt_stats:
     benchmark:
         f"{R}/timings/prompt_stats/{{model}}/{{dataset}}.tsv"
     conda:
-        "../envs/vllm.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
+        "../envs/gpu.yaml" if VLLM_EVAL else "../envs/cpu.yaml"
     threads: config["threads"]
     resources:
         gpu=1 if VLLM_EVAL else 0,

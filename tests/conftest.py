@@ -1,5 +1,5 @@
 """Shared fixtures of every test folder: the tiny models (tests/harness.py builds them), the grading pool,
-one thread for torch, the real benchmark files."""
+one thread for torch, the process's environment as each test and module found it, the real benchmark files."""
 
 from __future__ import annotations
 
@@ -35,6 +35,30 @@ def char_model_dir(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _one_thread():
     torch.set_num_threads(1)
+
+
+def _as_found():
+    """The process's environment and temp folder restored afterwards: the project's code sets variables in
+    the process that runs it (`vicurl.vllm_env.prepare`, the trackers), and no test may leave them to the next."""
+    import os
+    import tempfile
+
+    env, tempdir = dict(os.environ), tempfile.tempdir
+    yield
+    if dict(os.environ) != env:
+        os.environ.clear()
+        os.environ.update(env)
+    tempfile.tempdir = tempdir
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _environment_of_the_module():
+    yield from _as_found()
+
+
+@pytest.fixture(autouse=True)
+def _environment_of_the_test():
+    yield from _as_found()
 
 
 @pytest.fixture(scope="session")

@@ -6,5 +6,5 @@ from vicurl.workflow import setup
 
 log = setup(snakemake)
 m = fetch(snakemake.params.hub_id, snakemake.output.model, snakemake.output.manifest,
-          revision=snakemake.params.revision, name=snakemake.wildcards.model)
+          revision=snakemake.params.revision, name=snakemake.wildcards.model, commits=snakemake.params.commits)
 log.info("%s at %s: %d files, %.2f GB", m["hub_id"], m["commit"], len(m["files"]), sum(m["files"].values()) / 1e9)

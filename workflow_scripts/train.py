@@ -19,5 +19,6 @@ job.train(p.settings, engine=p.engine, model_dir=p.model_dir, train_set=snakemak
           verl=dataclasses.asdict(runs.verl_settings(snakemake.config, w.model)) if p.verl is not None else None,
           prompt_stats=snakemake.input.prompt_stats[0] if snakemake.input.prompt_stats else None,
           start_from=p.start_from, exit_with_parent=True,  # Snakemake gone: nobody would record the outputs
+          failure_logs=Path(snakemake.log[0]).with_suffix(".failed"),  # a failed verl run's Ray and vLLM logs
           # the config's `loggers`, read here: which trackers a run writes to changes nothing it trains
           tracking=tracking.folders(snakemake.config, runs.Run.of(w.study, w.model, w.setting, int(w.seed)).path))

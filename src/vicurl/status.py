@@ -132,22 +132,47 @@ def incomplete(workdir: Path) -> dict[str, dict]:
 
 
 def sacct(job_ids: Iterable[str]) -> dict[str, tuple[str, float, int]]:
-    """SLURM's record of each job: (state, elapsed seconds, GPUs); empty where there is no SLURM."""
+    """SLURM's record of each job: (state, elapsed seconds, GPUs); empty where there is no SLURM. An array
+    task (the SLURM plugin's ``--slurm-array-jobs``: Snakemake marks its jobs ``<array id>_<task>``) is found
+    under that name and under its own job id (SLURM_JOB_ID inside it, which its log names)."""
     ids = sorted({str(j) for j in job_ids if j})
     if not ids or shutil.which("sacct") is None:
         return {}
     try:
-        out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "--format=JobIDRaw,State,ElapsedRaw,AllocTRES"],
+        out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids),
+                              "--format=JobID,JobIDRaw,State,ElapsedRaw,AllocTRES"],
                              capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
         print("sacct did not answer within 60 s: the states below are Snakemake's only", file=sys.stderr)
         return {}
+    return sacct_records(out.stdout)
+
+
+def sacct_records(text: str) -> dict[str, tuple[str, float, int]]:
+    """``sacct -X -n -P --format=JobID,JobIDRaw,State,ElapsedRaw,AllocTRES``'s lines, by job name: a job by its id,
+    an array task by ``<array id>_<task>`` and by its raw id, and the tasks of an array still pending as one
+    line (``<array id>_[0-3,7%2]``) each by its name."""
     records = {}
-    for line in out.stdout.splitlines():
-        job, state, elapsed, tres = (line.split("|") + ["", "", "", ""])[:4]
+    for line in text.splitlines():
+        name, raw, state, elapsed, tres = (line.split("|") + [""] * 5)[:5]
         gpus = re.search(r"gres/gpu(?::[^=,]*)?=(\d+)", tres)
-        records[job] = (state.split()[0] if state else "", float(elapsed or 0), int(gpus.group(1)) if gpus else 0)
+        record = (state.split()[0] if state else "", float(elapsed or 0), int(gpus.group(1)) if gpus else 0)
+        for job in (*array_tasks(name), raw):
+            if job:
+                records[job] = record
     return records
+
+
+def array_tasks(name: str) -> list[str]:
+    """A sacct JobID as job names: ``123`` and ``123_4`` as they are, ``123_[0-2,5%2]`` as each task."""
+    m = re.fullmatch(r"(\d+)_\[([\d,-]+)(?:%\d+)?\]", name)
+    if not m:
+        return [name]
+    tasks = []
+    for part in m.group(2).split(","):
+        first, _, last = part.partition("-")
+        tasks += [f"{m.group(1)}_{t}" for t in range(int(first), int(last or first) + 1)]
+    return tasks
 
 
 # ---------------------------------------------------------------- one run

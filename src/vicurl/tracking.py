@@ -48,6 +48,20 @@ def environment(folders: Mapping[str, str | Path], training: str = "") -> dict[s
     return env
 
 
+def make_folders(folders: Mapping[str, str | Path]) -> None:
+    """Create each tracker's folder; one that cannot be written is an error naming it. (W&B would log into
+    the temp folder instead, which is the job's private one, removed with the job: the run's data would go.)"""
+    import os
+
+    for name, path in folders.items():
+        try:
+            Path(path).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RuntimeError(f"{name}'s folder {path} cannot be created: {e}") from e
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise RuntimeError(f"{name}'s folder {path} is not writable: the run's {name} logs would be lost")
+
+
 def wandb_group(folder: str | Path) -> dict[str, str]:
     """W&B's group and tags (verl's ``wandb.init`` passes neither; W&B reads them from these variables) of a run
     whose folder `folders` made: ``<results>/wandb/<study>/<model>/<setting>/seed<k>``, ``<results>`` ending in the
@@ -73,8 +87,7 @@ class Tracker:
                  training: str = ""):
         import os
 
-        for path in folders.values():
-            Path(path).mkdir(parents=True, exist_ok=True)
+        make_folders(folders)
         os.environ.update(environment(folders, training))
         self._tracking = None
         if folders:

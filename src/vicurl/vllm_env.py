@@ -1,5 +1,11 @@
 """What a process that starts vLLM (the evaluation, prompt_stats, verl's rollouts) sets first.
 
+* vLLM's processes spawned, not forked. vLLM forks its engine core (and its workers) unless CUDA is already
+  initialized. A process that did multi-threaded torch work on the CPU first (a dtype conversion, a model
+  built or exported: anything that started torch's OpenMP threads) then forks a child whose first parallel
+  op waits forever for threads that do not exist in it (GNU OpenMP after fork): the engine never starts,
+  silently, until vLLM's start timeout, or forever. ``VLLM_WORKER_MULTIPROC_METHOD=spawn`` starts each child
+  afresh, whatever its parent did, for the cost of importing vLLM there (docs/verl.md, "What a job compiles").
 * No kernel compiled at run time. FlashInfer's wheel ships no sampling kernels: vLLM's FlashInfer top-p /
   top-k sampler JIT-compiles them at its first use (requests with top_p < 1, and vLLM's start-up dummy
   run), which needs nvcc and a C++ compiler on the compute node, and many have neither.
@@ -10,18 +16,28 @@
 * Nothing left in the temp folder. vLLM (its sockets, its file stores ``vllm_dist_*``), Ray (its session,
   logs included) and verl (its checkpoint locks ``ckpt_*.lock``) write to the temp folder and leave there
   what a killed process does not remove, thousands of files over a study on a node whose /tmp no job
-  cleans. ``private_temp`` gives a job a folder of its own there, removed when the job ends.
+  cleans. ``private_temp`` gives a job a folder of its own there, removed when the job ends, or stopped
+  (SIGTERM, as SLURM's time limit, a preemption or scancel send it: ``prepare``'s handler ends the
+  process's vLLM processes and removes the folder within seconds, inside SLURM's default 30 s KillWait).
+* A temp folder that exists. sbatch carries the submitting shell's TMPDIR to the job (``--export=ALL``), and
+  a login node's per-session folder does not exist on the compute node: ``temp_folder`` then takes the
+  system's, saying so once in the job's log.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import shutil
+import signal
 import tempfile
+import threading
 
-NO_JIT = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+log = logging.getLogger(__name__)
+
+DEFAULTS = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
 
 UNIX_PATH_MAX = 107
 # the bytes that follow the folder in a socket's path: vLLM's "/<uuid4>"; Ray's, with a 7-digit pid
@@ -30,15 +46,35 @@ RAY_SOCKET_TAIL = len("/ray/session_2026-11-26_07-15-38_159736_1234567/sockets/p
 
 
 def environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    """``NO_JIT`` less what ``env`` (default: this process's) already sets: a node with a CUDA toolkit may
+    """``DEFAULTS`` less what ``env`` (default: this process's) already sets: a node with a CUDA toolkit may
     ask for FlashInfer's sampler explicitly."""
     env = os.environ if env is None else env
-    return {k: v for k, v in NO_JIT.items() if k not in env}
+    return {k: v for k, v in DEFAULTS.items() if k not in env}
+
+
+_warned: set[str] = set()
 
 
 def temp_folder(env: dict[str, str]) -> str:
-    """The temp folder of a process with environment ``env``: $TMPDIR, else the system's."""
-    return env.get("TMPDIR") or tempfile.gettempdir()
+    """The temp folder of a process with environment ``env``: $TMPDIR where it is a folder this process may
+    write in, else the system's (a warning, once per folder)."""
+    folder = env.get("TMPDIR")
+    if folder and os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK):
+        return folder
+    system = system_temp()
+    if folder and folder not in _warned:
+        _warned.add(folder)
+        log.warning("TMPDIR=%s does not exist on this node or is not writable (sbatch passes on the submitting "
+                    "shell's TMPDIR): using %s", folder, system)
+    return system
+
+
+def system_temp() -> str:
+    """The system's temp folder, as Python chooses it when no variable names one."""
+    for folder in ("/tmp", "/var/tmp", "/usr/tmp", os.getcwd()):
+        if os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    raise RuntimeError("no writable temp folder: set TMPDIR to one")
 
 
 @contextlib.contextmanager
@@ -80,15 +116,62 @@ def private_temp(env: dict[str, str] | None = None):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+_prepared: dict[str, str] = {}  # what ``prepare`` set in this process
+
+
 def prepare() -> None:
     """Sets ``environment()``, a ``private_temp()`` (this process's temp folder from now on, and its children's)
     and ``short_sockets()`` in this process, before it starts a vLLM engine; the folder and the link are
-    removed when the process exits (after vLLM's own exit handlers, registered later)."""
+    removed when the process exits (after vLLM's own exit handlers, registered later) or is stopped by SIGTERM
+    or SIGHUP (``stop_cleanly``). Called again while they are in place, it does nothing."""
     import atexit
 
-    os.environ.update(environment())
+    from vicurl import processes
+
+    if _prepared and all(os.environ.get(k) == v for k, v in _prepared.items()):
+        return
+    set_now = environment()
+    os.environ.update(set_now)
     stack = contextlib.ExitStack()
-    os.environ.update(stack.enter_context(private_temp()))
+    # vLLM's message queues in /dev/shm: its shutdown SIGKILLs the engine core, which can leave them
+    shared = processes.SharedMemoryNotes()
+    shared.watch(lambda: [p.pid for p in processes.children()])
+    stack.callback(shared.remove)
+    temp = stack.enter_context(private_temp())
+    os.environ.update(temp)
     tempfile.tempdir = os.environ["TMPDIR"]  # gettempdir() keeps the folder it found first
-    os.environ.update(stack.enter_context(short_sockets()))
+    sockets = stack.enter_context(short_sockets())
+    os.environ.update(sockets)
     atexit.register(stack.close)
+    stop_cleanly(stack.close)
+    _prepared.clear()
+    _prepared.update({**set_now, **temp, **sockets})
+
+
+_cleanups: list = []  # what ``stop_cleanly``'s handler calls, newest first
+
+
+def stop_cleanly(cleanup) -> None:
+    """On SIGTERM or SIGHUP (where the process has not set its own handler; only the main thread can set one):
+    end this process's children (vLLM's engine core and workers: SIGTERM, 5 s, SIGKILL), remove the shared
+    memory they left, call ``cleanup`` (and those of earlier calls) and exit as stopped by the signal. Python's
+    default for either signal ends the process at once, skipping every exit handler, and the children's
+    sockets, files and shared memory stay on the node."""
+    _cleanups.append(cleanup)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) in (signal.SIG_DFL, None):
+            signal.signal(sig, _on_stop)
+
+
+def _on_stop(signum, frame):
+    from vicurl import processes
+
+    processes.end(processes.children, grace=5)
+    for cleanup in reversed(_cleanups):
+        try:
+            cleanup()
+        except Exception:  # the next one still runs
+            pass
+    os._exit(128 + signum)

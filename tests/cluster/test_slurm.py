@@ -283,3 +283,37 @@ def test_the_status_command_reads_slurms_record(slurm_env, tmp_path, long_traini
         scontrol("UP")
         if proc.poll() is None:
             proc.kill()
+
+
+def test_the_status_command_reads_array_tasks(slurm_env, monkeypatch):
+    """The SLURM plugin's --slurm-array-jobs submits a rule's jobs as one array and Snakemake marks each
+    `<array id>_<task>`: SLURM's record of each task by that name, pending while the partition is down (sacct
+    then reports the array's waiting tasks in one line), running once it is up, and by its own job id (what
+    the task's log names)."""
+    from vicurl.status import sacct
+
+    for k, v in slurm_env.items():  # sacct of the test cluster
+        monkeypatch.setenv(k, v)
+    resources = PROFILE["default-resources"]
+    partition = resources["slurm_partition"]
+    scontrol = lambda state: subprocess.run(["scontrol", "update", f"PartitionName={partition}", f"State={state}"],  # noqa: E731
+                                            check=True, env=slurm_env)
+    scontrol("DOWN")
+    array = None
+    try:
+        out = subprocess.run(["sbatch", "--parsable", "--array=0-2", "-p", partition, "-A", resources["slurm_account"],
+                              "-t", "5", "--mem=100M", "--wrap", "sleep 60"], capture_output=True, text=True,
+                             env=slurm_env, check=True)
+        array = out.stdout.strip().split(";")[0]
+        tasks = [f"{array}_{t}" for t in range(3)]
+        pending = wait_until("the array's tasks in SLURM's record", lambda: (r := sacct(tasks)) and len(r) >= 3 and r)
+        assert {t: pending[t][0] for t in tasks} == dict.fromkeys(tasks, "PENDING"), pending
+        scontrol("UP")
+        running = wait_until("a task running", lambda: (r := sacct(tasks)) and r.get(tasks[0], ("",))[0] == "RUNNING" and r)
+        raw = subprocess.run(["sacct", "-X", "-n", "-P", "-j", tasks[0], "--format=JobIDRaw"], capture_output=True,
+                             text=True, env=slurm_env, check=True).stdout.split()[0]
+        assert running[raw] == running[tasks[0]], (raw, running)
+    finally:
+        scontrol("UP")
+        if array:
+            subprocess.run(["scancel", array], env=slurm_env)

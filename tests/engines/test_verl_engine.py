@@ -460,6 +460,44 @@ def test_paper_runs_compose_with_verls_config(tmp_path):
     assert seen
 
 
+def test_every_path_verl_and_ray_get_is_absolute(tmp_path, monkeypatch):
+    """The train rule hands the launcher paths relative to the workflow's folder (the model folder the fetch
+    made, the training files, the work and checkpoint folders, the prompt table, the trackers' folders); on a
+    user's Ray cluster of several nodes the workers run elsewhere, so every path in the composed config, in the
+    job's environment and in the variables Ray's workers get is absolute, and names the same file. A Hub id
+    stays one."""
+    from vicurl.settings import VerlSettings
+
+    monkeypatch.chdir(tmp_path)
+    for folder in ("results/s/models/tiny/hub", "results/s/prompt_stats"):
+        Path(folder).mkdir(parents=True)
+    Path("results/s/prompt_stats/stats.parquet").touch()
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    relative = {"tensorboard": "results/s/tensorboard/main/tiny/x/seed0", "wandb": "results/s/wandb/main/tiny/x/seed0"}
+    settings = TrainSettings.from_dict(settings_for("oracle", "sent", run=LAUNCHER_RUN))
+    for model in ("results/s/models/tiny/hub", "Qwen/Qwen2.5-Math-1.5B"):
+        ov, env = launch.job_overrides(settings, model, Path("results/s/runs/x/_work"), VerlSettings.from_dict({}),
+                                       "results/s/prompt_stats/stats.parquet", n_train=64, start_step=0,
+                                       tracking=relative, vocab_size=100)
+        config = OmegaConf.to_container(launch.compose(ov), resolve=True)
+
+        def strings(node):
+            if isinstance(node, dict):
+                return [x for v in node.values() for x in strings(v)]
+            if isinstance(node, list):
+                return [x for v in node for x in strings(v)]
+            return [node] if isinstance(node, str) else []
+
+        values = strings(config) + list(env.values())
+        ours = [v for v in values if "results/" in v]
+        assert len(ours) >= 8 and all(os.path.isabs(v) for v in ours), [v for v in ours if not os.path.isabs(v)]
+        assert all(Path(v).is_relative_to(tmp_path) for v in ours)
+        assert config["actor_rollout_ref"]["model"]["path"] == (str(tmp_path / model) if model.startswith("results")
+                                                                else model)
+        assert env["VERL_FILE_LOGGER_PATH"] == str(tmp_path / "results/s/runs/x/_work/verl_log.jsonl")
+        assert config["ray_kwargs"]["ray_init"]["runtime_env"]["env_vars"]["TENSORBOARD_DIR"] == str(tmp_path / relative["tensorboard"])
+
+
 def test_each_seed_and_each_resumed_job_has_its_own_rollout_stream():
     """verl's vLLM engines are seeded by ``rollout.seed`` (default 42, for every run): the launcher derives
     it from the run's seed and the step a job starts after, so the training seeds sample from different

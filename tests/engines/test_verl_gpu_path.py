@@ -220,9 +220,13 @@ def test_a_killed_export_is_redone_and_a_rotated_one_is_refused(chat_model_dir, 
     config, ckpt = saved_step
     work = tmp_path / "work"
     (ckpt / export.TRACKER).write_text("3")
+    half = work / "exports" / ".step3.k1ll3d.tmp" / "step3"  # what a job killed inside atomic_path leaves
+    half.mkdir(parents=True)
+    (half / "model.safetensors").write_bytes(b"\0" * 1000)
     assert export.missing_exports(work, [3, 6], ckpt) == [3]
     assert export.repair_exports(work, [3, 6], ckpt, chat_model_dir) == [3]
     assert (work / "exports" / "step3" / "config.json").exists() and export.missing_exports(work, [3, 6], ckpt) == []
+    assert [p.name for p in (work / "exports").iterdir()] == ["step3"]  # the half-written folder went
     with pytest.raises(RuntimeError, match=r"steps \[2\].*delete"):
         export.repair_exports(work, [2, 3], ckpt, chat_model_dir)  # step 2's shards were rotated away
 
@@ -766,6 +770,25 @@ def test_the_untied_head_patch_answers_verls_line():
     from vicurl.engines.verl import fsdp_wrap
 
     assert stale_patches(fsdp_wrap.PATCHES) == []
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_rehearsals_linear_layers_compute_a_row_alike_whatever_shares_its_batch(dtype):
+    """The CPU rehearsal's vLLM linear layers (`vicurl.cpu_rehearsal.vllm_cpu.batch_invariant_linear`): rows
+    computed 1 to 99 at a time, as a decode step or a prefill batches them, are bit for bit the rows of one
+    call over all of them, and the plain matmul's results up to its rounding. (``torch.nn.functional.linear``
+    alone differs in the last bits on some row counts, by CPU and dtype: fp32 at 1, 2, 3, 5-7, 9-11 rows on
+    an AMD EPYC with AVX-512.)"""
+    from vicurl.cpu_rehearsal.vllm_cpu import batch_invariant_linear
+
+    g = torch.Generator().manual_seed(0)
+    w, bias, x = (torch.randn(*shape, generator=g).to(dtype) for shape in ((896, 256), (896,), (99, 256)))
+    every = batch_invariant_linear(x, w, bias)
+    for n in range(1, 100):
+        assert torch.equal(batch_invariant_linear(x[:n], w, bias), every[:n]), n
+    assert torch.equal(batch_invariant_linear(x.view(9, 11, 256), w, bias), every.view(9, 11, 896))
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(every, torch.nn.functional.linear(x, w, bias), rtol=8 * eps, atol=8 * eps * 256 ** 0.5)
 
 
 @pytest.mark.parametrize("family", ["qwen2-tied", "qwen2-untied", "llama-tied", "llama-untied"])

@@ -92,14 +92,15 @@ def verl_section() -> dict:
 
 
 def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, prompt_stats: str | None = None,
-                stop_after_save: int | None = None, verl: dict | None = None, env: dict | None = None,
+                stop_in_export: int | None = None, verl: dict | None = None, env: dict | None = None,
                 ranks: int = 1, timeout: int = 600):
     """One training run through the project's launcher (`python -m vicurl.engines.verl.launch`) in its
     own process, verl's `fit()` with vLLM's CPU build as the rollout, every step recorded
     (tests/gpu_path/verl_recorder.py) into ``run_dir/recorded``. ``ranks``: logical GPUs of the node (FSDP2
     over that many gloo ranks, one vLLM replica each). ``verl``: keys laid over the rehearsal's
-    `verl` section (its ``overrides`` after the rehearsal's, replacing those of the same keys); ``env``: more environment variables. ``stop_after_save``: the launcher (the train
-    job) gets SIGTERM, as SLURM or a user stops a job, once verl's tracker names that step. Past
+    `verl` section (its ``overrides`` after the rehearsal's, replacing those of the same keys); ``env``: more environment variables. ``stop_in_export``: the run holds in that step's export
+    (after verl's save; the recorder's ``VICURL_RECORD_HOLD_EXPORT``) and the launcher (the train job) gets SIGTERM
+    there, as SLURM or a user stops a job. Past
     ``timeout`` seconds every process of the run is ended and the test fails. Returns the exit code, the
     log, and every process the run had when it was stopped (pid: command line; empty when it was not)."""
     import json
@@ -124,6 +125,8 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
     (run_dir / "verl.json").write_text(json.dumps(section))
     env = {**os.environ, **cpu_rehearsal.environment(), "VICURL_RECORD_DIR": str(run_dir / "recorded"), **(env or {})}
     env["VERL_USE_EXTERNAL_MODULES"] += ",verl_recorder"
+    if stop_in_export is not None:
+        env["VICURL_RECORD_HOLD_EXPORT"] = str(stop_in_export)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH")) if p)
     cmd = [sys.executable, "-m", "vicurl.engines.verl.launch", "--settings", str(run_dir / "settings.json"),
            "--model", model, "--train-set", train_set, "--work-dir", str(run_dir / "_work"),
@@ -133,14 +136,14 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
            *(["--prompt-stats", prompt_stats] if prompt_stats else [])]
     log = open(run_dir / "launch.log", "a")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    tracker = run_dir / "_work" / "verl_checkpoints" / "latest_checkpointed_iteration.txt"
+    held = run_dir / "recorded" / "held"
+    held.unlink(missing_ok=True)
     start, stopped = time.time(), {}
     while proc.poll() is None:
         if time.time() - start > timeout:
             end_session(proc, grace=30)
             pytest.fail(f"the run took over {timeout} s; its log: {run_dir / 'launch.log'}")
-        if (stop_after_save is not None and not stopped and tracker.exists()
-                and tracker.read_text().strip() == str(stop_after_save)):
+        if stop_in_export is not None and not stopped and held.exists():
             stopped = {p.pid: " ".join(cmdline(p)) for p in psutil.Process(proc.pid).children(recursive=True)}
             proc.send_signal(signal.SIGTERM)
         time.sleep(0.2)

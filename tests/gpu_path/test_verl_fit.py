@@ -7,7 +7,7 @@ assertions read the runs' own outputs: metrics, exports, checkpoints, recorded b
 Runs (about 2-3 minutes each on 2 cores, most of it starting Ray's workers and vLLM):
   VI-CuRL, entropy reward   2 ranks (the paper's layout, smaller), an untied head, the 7B's offload settings:
                             uninterrupted, at the same time as SENT's run (two runs on one machine); and
-                            killed after step 2's save, then resumed
+                            stopped inside step 2's export (after its save), then resumed
   SENT, oracle reward       1 rank: a curriculum that proposes each step's prompts (the sampler)
   VCRL, oracle reward       4 ranks: replay from its memory bank over 4 replicas and 8 agent-loop workers
   a broken rollout engine   1 rank: the step timeout ends it
@@ -67,6 +67,37 @@ def trained_prompts(update: dict) -> set[str]:
     return {pid for pid, m in zip(update["ids"], update["response_mask"]) if m.sum() > 0}
 
 
+def load_weights(run: Path, step: int, base: str):
+    """The actor's full weights (float32) that step ``step``'s rollouts and old-policy pass ran with: the base
+    model's before the first update, else those the recorder gathered after update ``step - 1``."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    if step > 1:
+        missing, unexpected = model.load_state_dict(torch.load(run / "recorded" / f"update{step - 1}.weights.pt"),
+                                                    strict=False)
+        tied = ["lm_head.weight"] if model.config.tie_word_embeddings else []  # the embedding's, not a parameter
+        assert (missing, unexpected) == (tied, []), (missing, unexpected)
+    return model.eval()
+
+
+def bf16_rounding(model, rec: dict) -> torch.Tensor:
+    """Per row: the mean |p_bf16 - p_actor| over its response tokens, p_bf16 the probabilities of the same
+    tokens under ``model`` computed here in bf16 (weights and arithmetic, as vLLM's rollouts are): how far
+    this CPU's bf16 rounding alone moves the actor's old-policy probabilities. Bounds on a bf16 path's
+    agreement are set from it, not from one machine's figure (AMX tiles, AVX-512 and AVX2 round differently)."""
+    import copy
+
+    with torch.no_grad():
+        low = response_logprobs(copy.deepcopy(model).to(torch.bfloat16), rec)
+    return row_sync({**rec, "rollout_log_probs": low})
+
+
+# vLLM's bf16 path (its kernels, fused norms) against the same weights in transformers' bf16 path on this CPU:
+# two roundings of one precision, which differ by a small factor, not orders of magnitude
+BF16_PATHS = 4.0
+
+
 def row_sync(rec: dict) -> torch.Tensor:
     """Per row: the mean |p_vLLM - p_actor| over its response tokens, the probabilities vLLM reported for
     its samples against the actor's old-policy pass of the same tokens."""
@@ -89,16 +120,64 @@ def sent_stats(tiny_model_dir, demo_train_set, tmp_path_factory):
     return stats, path
 
 
+class InBackground:
+    """A launch started in a thread of its own when ``start`` is called (or at the first ``result``), so that a
+    run that mostly waits (the broken engine's, for its step timeout) overlaps the runs that compute."""
+
+    def __init__(self, fn):
+        self.fn, self.future, self.pool = fn, None, ThreadPoolExecutor(1)
+
+    def start(self) -> None:
+        if self.future is None:
+            self.future = self.pool.submit(self.fn)
+
+    def result(self):
+        self.start()
+        return self.future.result()
+
+
+BROKEN_TIMEOUT = 4  # minutes: the broken engine's run starts beside the stopped 2-rank run, and must reach its
+#                    first weight sync (where it fails) within them
+
+
 @pytest.fixture(scope="module")
-def entropy_runs(vllm, verl_launch, untied_model_dir, tiny_model_dir, demo_train_set, sent_stats, tmp_path_factory):
+def broken_engine(vllm, verl_launch, tiny_model_dir, demo_train_set, tmp_path_factory):
+    """The run of `test_a_broken_rollout_engine_fails_the_run_within_its_step_timeout`: (exit code, log,
+    seconds, folder). Started by `entropy_runs` beside its stopped run (their memory fits the machine beside
+    the other test suite, the 2-rank uninterrupted runs' would not), it waits out its step timeout while
+    the others compute."""
+    import time
+
+    folder = tmp_path_factory.mktemp("broken") / "broken"
+    settings = {**BASE, "total_steps": 2, "reward": "oracle", "curriculum": "none", "export_steps": [2]}
+    verl = {"step_timeout": BROKEN_TIMEOUT, "overrides": ["actor_rollout_ref.rollout.dtype=float32"]}
+
+    def launch():
+        start = time.time()
+        rc, log, _ = verl_launch(folder, settings, tiny_model_dir, demo_train_set, verl=verl,
+                                 env={"VLLM_PLUGINS": "none"})  # no vLLM plugin is loaded
+        return rc, log, time.time() - start, folder
+
+    run = InBackground(launch)
+    yield run
+    if run.future is not None:
+        run.future.result()  # never left running past the module
+
+
+@pytest.fixture(scope="module")
+def entropy_runs(vllm, verl_launch, untied_model_dir, tiny_model_dir, demo_train_set, sent_stats, broken_engine,
+                 tmp_path_factory):
     """VI-CuRL with the entropy reward (RENT), 3 steps, on 2 ranks (FSDP2 over two gloo ranks, two vLLM
     replicas), the untied copy of the demo's model, the 7B's offload settings and G = 3 (a step's kept rows,
     3 prompts x 3 at beta 0.2, are odd: the trainer pads them to the ranks). Run ``a`` uninterrupted, at the
     same time as SENT's 1-rank run on the tied model (two runs on one machine, each with its own Ray,
     ranks and replicas; the recorder holds each at step 1 until the other is there, so that their updates and
     weight syncs overlap); run ``b`` stopped (SIGTERM to the train job, as SLURM's time limit or a user sends
-    it) once verl's save of step 2 is complete, then resumed by the same command. Also: the processes run
-    ``b`` had when it was stopped and those of them left once the job exited."""
+    it) inside step 2's export, after verl's save of step 2 (its tracker names the step) and once the merger
+    has written the export's weights into its temporary folder (the recorder holds it there: the same point
+    of the work on every machine, however loaded), then resumed by the same command. Also: the processes
+    run ``b`` had when it was stopped and those of them left once the job exited. Runs ``a`` and SENT's record
+    the actor's weights after each update (``update{n}.weights.pt``)."""
     settings = {**BASE, "group_size": 3, "total_steps": 3, "reward": "entropy", "curriculum": "vicurl",
                 "export_steps": [1, 2, 3], "reproducible": True}  # seeded requests: a resumed run continues bit for bit
     sent = {**BASE, "total_steps": 2, "reward": "oracle", "curriculum": "sent", "export_steps": [2]}
@@ -107,19 +186,22 @@ def entropy_runs(vllm, verl_launch, untied_model_dir, tiny_model_dir, demo_train
     meet = {"a": f"{root}/a.step1,{root}/sent.step1", "sent": f"{root}/sent.step1,{root}/a.step1"}  # verl_recorder.py
     with ThreadPoolExecutor(2) as pool:
         run_a = pool.submit(verl_launch, root / "a", settings, untied_model_dir, demo_train_set,
-                            env={"VICURL_RECORD_MEET": meet["a"], "VICURL_RECORD_GRADS": "1"}, **two)
+                            env={"VICURL_RECORD_MEET": meet["a"], "VICURL_RECORD_GRADS": "1",
+                                 "VICURL_RECORD_WEIGHTS": "1"}, **two)
         run_sent = pool.submit(verl_launch, root / "sent", sent, tiny_model_dir, demo_train_set,
-                               prompt_stats=str(sent_stats[1]), env={"VICURL_RECORD_MEET": meet["sent"]})
+                               prompt_stats=str(sent_stats[1]),
+                               env={"VICURL_RECORD_MEET": meet["sent"], "VICURL_RECORD_WEIGHTS": "1"})
         for rc, log, _ in (run_a.result(), run_sent.result()):
             assert rc == 0, log[-4000:]
-    rc, log, stopped = verl_launch(root / "b", settings, untied_model_dir, demo_train_set, stop_after_save=2,
-                                   env={"VICURL_RECORD_HOLD_AT": "3"}, **two)  # the signal comes in step 3
+    broken_engine.start()  # it waits out its step timeout beside run b
+    rc, log, stopped = verl_launch(root / "b", settings, untied_model_dir, demo_train_set, stop_in_export=2, **two)
     left = alive(stopped)
     assert rc != 0 and not (root / "b" / "metrics.jsonl").exists(), log[-2000:]
+    assert not (root / "b" / "_work" / "exports" / "step2").exists()  # its export was under way
     rc, log, _ = verl_launch(root / "b", settings, untied_model_dir, demo_train_set, **two)
     assert rc == 0, log[-4000:]
     return SimpleNamespace(a=root / "a", b=root / "b", sent=root / "sent", settings=settings, sent_settings=sent,
-                           model=untied_model_dir, stop={"stopped": stopped, "left": left})
+                           model=untied_model_dir, tied_model=tiny_model_dir, stop={"stopped": stopped, "left": left})
 
 
 # ---------------------------------------------------------------- VI-CuRL with a verifier-free reward, 2 ranks
@@ -227,16 +309,19 @@ def test_the_update_is_the_kept_prompts_update_weighted_one_over_beta(entropy_ru
 def test_every_replica_samples_from_the_weights_the_last_update_made(entropy_runs):
     """After each update every replica's weights are the actor's, gathered from its shards: in steps 2 and 3
     both replicas sample (the recorder notes which replica served a row), and on each the probabilities vLLM
-    (bf16) reported for its samples are the actor's old-policy probabilities of the same tokens up to rounding,
-    and nearer them than to those of the weights one update earlier (the base model for step 2, step 1's
-    export for step 3), which a replica the sync missed would hold. The same in SENT's run, which trained on
-    the same machine at the same time (their steps interleave): each run's replicas hold its own weights."""
+    (bf16) reported for its samples are the actor's old-policy probabilities of the same tokens up to bf16
+    rounding (within a small factor of what bf16 moves them on this CPU, `bf16_rounding`), and over ten times
+    nearer them than those of the weights one update earlier (the base model for step 2, step 1's export for
+    step 3), which a replica the sync missed would hold. The same in SENT's run, which trained on the same
+    machine at the same time (their steps interleave): each run's replicas hold its own weights; and verl's
+    own metric of it, ``rollout/probs_diff_mean``, at every step of both runs."""
     from transformers import AutoModelForCausalLM
 
     a = entropy_runs.a
     for step, earlier in ((2, Path(entropy_runs.model)), (3, a / "checkpoints" / "step1")):
         (old,) = records(a, step, "old_pass")
         synced = row_sync(old)
+        rounding = bf16_rounding(load_weights(a, step, entropy_runs.model), old)
         model = AutoModelForCausalLM.from_pretrained(earlier, dtype=torch.float32)
         with torch.no_grad():
             stale = row_sync({**old, "old_log_probs": response_logprobs(model, old)})
@@ -244,14 +329,20 @@ def test_every_replica_samples_from_the_weights_the_last_update_made(entropy_run
         assert len(servers) == len(synced) and len(set(servers)) == 2, (step, servers)
         for server in sorted(set(servers)):
             mine = torch.as_tensor(servers == server)
-            got = {"synced max": float(synced[mine].max()), "synced": float(synced[mine].mean()),
+            got = {"synced": float(synced[mine].mean()), "bf16 here": float(rounding[mine].mean()),
                    "one update earlier": float(stale[mine].mean())}
-            assert got["synced max"] < 0.02 and got["one update earlier"] > 10 * got["synced"], (step, server, got)
-    (old, *_) = records(entropy_runs.sent, 2, "old_pass")
-    assert float(row_sync(old).max()) < 0.02, row_sync(old).tolist()
-    for run in (a, entropy_runs.sent):
+            print("FIGURES sync", step, server, got)  # TEMP
+            assert got["synced"] < BF16_PATHS * got["bf16 here"] and got["one update earlier"] > 10 * got["synced"], \
+                (step, server, got)
+    for run, base in ((a, entropy_runs.model), (entropy_runs.sent, entropy_runs.tied_model)):
         for row in read_metrics(run / "metrics.jsonl"):
-            assert row["rollout/probs_diff_mean"] < 0.01 and row["rollout/probs_diff_max"] < 0.5
+            (old, *_) = records(run, row["step"], "old_pass")
+            model = load_weights(run, row["step"], base)
+            m = old["response_mask"].float()
+            rounding = float((bf16_rounding(model, old) * m.sum(-1)).sum() / m.sum())  # a token mean, as verl's
+            got = (row["rollout/probs_diff_mean"], rounding)
+            print("FIGURES metric", run.name, row["step"], got)  # TEMP
+            assert row["rollout/probs_diff_mean"] < BF16_PATHS * rounding, (run.name, row["step"], got)
     written = {run: sorted(p.stat().st_mtime for p in (run / "recorded").glob("*.pt")) for run in (a, entropy_runs.sent)}
     assert written[a][0] < written[entropy_runs.sent][-1] and written[entropy_runs.sent][0] < written[a][-1], written
 
@@ -279,11 +370,11 @@ def test_the_losses_verl_reduces_over_ranks_are_the_whole_batchs(entropy_runs):
 
 
 def test_a_stopped_run_resumes_to_the_uninterrupted_runs_numbers(entropy_runs):
-    """Stopped after step 2's save and resumed on the same 2 ranks: step 3's metrics and every export equal
-    the uninterrupted run's (the rollouts are seeded per request, `vicurl.engines.verl.rollout_seeds`), step 2's
-    among them, whether the stop came before it or during it (then the resumed job redoes it:
-    `export.repair_exports`), and the save from before the stop no longer keeps its shards (one per rank); both
-    ran with the 7B's offload settings. The resumed job's vLLM engines draw from a stream of their own (``rollout.seed``: what
+    """Stopped inside step 2's export and resumed on the same 2 ranks: step 3's metrics and every export equal
+    the uninterrupted run's (the rollouts are seeded per request, `vicurl.engines.verl.rollout_seeds`, and the
+    rehearsal's vLLM computes each row alike whatever shares its batch, `vicurl.cpu_rehearsal`), step 2's
+    among them, which the resumed job redid (`export.repair_exports`), and the save from before the stop no longer keeps its shards (one per rank); both ran with the 7B's
+    offload settings. The resumed job's vLLM engines draw from a stream of their own (``rollout.seed``: what
     unseeded requests would sample)."""
     from safetensors.torch import load_file
 
@@ -291,7 +382,9 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_runs_numbers(entropy_runs):
     from vicurl.engines.verl.rollout_seeds import engine_seed
 
     a, b, settings = entropy_runs.a, entropy_runs.b, entropy_runs.settings
-    assert "training from verl's save of step 2" in (b / "launch.log").read_text()
+    log = (b / "launch.log").read_text()
+    assert "training from verl's save of step 2" in log and "exported steps [2] that the previous job saved" in log
+    assert sorted(p.name for p in (b / "_work" / "exports").iterdir()) == ["step1", "step2", "step3"]
     for run, start in ((a, 0), (b, 2)):  # the overrides of the run's last job
         overrides = json.loads((run / "_work" / "verl_overrides.json").read_text())
         assert f"actor_rollout_ref.rollout.seed={engine_seed(settings['seed'], start)}" in overrides
@@ -331,26 +424,47 @@ def test_the_replicas_threads_may_run_on_every_core(entropy_runs):
 
 
 def test_the_exports_are_the_actors_weights_and_generate(entropy_runs, engine_args):
-    """Each evaluated step's export merges the ranks' shards into the actor's full weights (in bf16, the
-    model's dtype, as verl's merger writes them): under the step-2 export, step 3's rollouts have the
-    probabilities the actor's old-policy pass gave them over its two shards, up to that rounding (3.7e-5
-    on average here), and those of the step-1 and step-3 exports are 100 times further off; both
-    generators load an export and sample from it."""
+    """Each evaluated step's export is the actor's full weights after that step's update, gathered from its
+    two shards (the recorder's), in bf16, the dtype verl's merger writes: equal, tensor for tensor. Under the
+    step-2 export, step 3's rollouts have the probabilities the actor's old-policy pass gave them (over its two
+    shards, in fp32) up to the export's bf16 rounding, measured here on the same rows: the actor's recorded
+    fp32 weights give the old pass's probabilities to fp32 rounding, far below that, and rounding them to
+    bf16 moves them as far as the export is off. The step-1 and step-3 exports, an update away, are over ten
+    times further off. Both generators load an export and sample from it."""
+    from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from vicurl.evaluation.vllm_generate import generate_records_vllm
     from vicurl.settings import SamplingSettings
 
     a = entropy_runs.a
+    assert sorted(p.name for p in (a / "recorded").glob("update*.weights.pt")) == [f"update{n}.weights.pt" for n in (1, 2, 3)]
+    for step in (1, 2, 3):
+        export, actor = load_file(a / "checkpoints" / f"step{step}" / "model.safetensors"), \
+            torch.load(a / "recorded" / f"update{step}.weights.pt")
+        assert export.keys() == actor.keys(), step
+        for k, w in export.items():
+            assert w.dtype == torch.bfloat16 and torch.equal(w, actor[k].to(torch.bfloat16)), (step, k)
+
     (old,) = records(a, 3, "old_pass")
     m = old["response_mask"].bool()
-    off = {}
-    for step in (1, 2, 3):
-        export = AutoModelForCausalLM.from_pretrained(a / "checkpoints" / f"step{step}", dtype=torch.float32)
+
+    def off(model) -> float:  # mean |p - p_actor| over step 3's response tokens
         with torch.no_grad():
-            off[step] = float((response_logprobs(export, old).exp() - old["old_log_probs"].exp())[m].abs().mean())
-    assert off[2] < 5e-4 and 100 * off[2] < min(off[1], off[3]), off
-    from safetensors.torch import load_file
+            return float((response_logprobs(model, old).exp() - old["old_log_probs"].exp())[m].abs().mean())
+
+    exports = {step: off(AutoModelForCausalLM.from_pretrained(a / "checkpoints" / f"step{step}", dtype=torch.float32))
+               for step in (1, 2, 3)}
+    actor = load_weights(a, 3, entropy_runs.model)  # the weights after update 2, in fp32
+    fp32 = off(actor)
+    with torch.no_grad():  # the parameters rounded as the export's (the rotary buffers stay fp32, as a load makes them)
+        for w in actor.parameters():
+            w.copy_(w.bfloat16().float())
+    rounding = off(actor)
+    got = {"fp32": fp32, "bf16 weights": rounding, "exports": exports}
+    print("FIGURES exports", got)  # TEMP
+    assert fp32 < rounding / 10 and exports[2] == pytest.approx(rounding, rel=1e-3), got
+    assert min(exports[1], exports[3]) > 10 * exports[2], got
     weights = load_file(a / "checkpoints" / "step3" / "model.safetensors")  # the head stays the model's own
     assert not torch.equal(weights["lm_head.weight"], weights["model.embed_tokens.weight"])
     assert json.loads((a / "checkpoints" / "step3" / "config.json").read_text())["tie_word_embeddings"] is False
@@ -370,27 +484,27 @@ def test_the_exports_are_the_actors_weights_and_generate(entropy_runs, engine_ar
 # ---------------------------------------------------------------- a rollout engine that fails
 
 
-def test_a_broken_rollout_engine_fails_the_run_within_its_step_timeout(vllm, verl_launch, tiny_model_dir,
-                                                                       demo_train_set, tmp_path):
+def test_a_broken_rollout_engine_fails_the_run_within_its_step_timeout(broken_engine):
     """vLLM's CPU build without the rehearsal's plugin (`vicurl.cpu_rehearsal.vllm_cpu`), rollouts in
     float32: vLLM packs the weights away and verl's first weight sync fails in vLLM's worker, after
     which verl 0.9.1 waits forever. The train job's guard ends the run once no step has finished within
-    ``verl.step_timeout`` (here 3 minutes): the job fails, its log holds vLLM's error, the guard's
-    message names the engine's log, and none of the run's processes is left."""
-    import time
-
-    settings = {**BASE, "total_steps": 2, "reward": "oracle", "curriculum": "none", "export_steps": [2]}
-    verl = {"step_timeout": 3, "overrides": ["actor_rollout_ref.rollout.dtype=float32"]}
-    start = time.time()
-    rc, log, _ = verl_launch(tmp_path / "broken", settings, tiny_model_dir, demo_train_set, verl=verl,
-                             env={"VLLM_PLUGINS": "none"})  # no vLLM plugin is loaded
-    took = time.time() - start
-    assert rc != 0 and not (tmp_path / "broken" / "metrics.jsonl").exists(), log[-4000:]
+    ``verl.step_timeout`` (here 4 minutes): the job fails, its log holds vLLM's error, the guard's
+    message names the engine's log, copied out of the job's temp folder before it went (``failed_logs``),
+    and none of the run's processes is left."""
+    rc, log, took, folder = broken_engine.result()
+    assert rc != 0 and not (folder / "metrics.jsonl").exists(), log[-4000:]
     assert "'Parameter' object has no attribute 'weight_loader'" in log  # vLLM's error, through Ray's log
-    assert "no training step finished in 3 minutes since it started (verl.step_timeout)" in log, log[-4000:]
+    assert f"no training step finished in {BROKEN_TIMEOUT} minutes since it started (verl.step_timeout)" in log, \
+        log[-4000:]
     assert "The rollout engine's log: " in log and "Its last errors:" in log, log[-4000:]
-    assert 180 < took < 300, took
+    assert 60 * BROKEN_TIMEOUT < took < 60 * BROKEN_TIMEOUT + 120, took
     assert "Ended verl's loop" in log
+    # the engine's log lived in the job's temp folder, which is gone: the error names its copy, which holds vLLM's error
+    kept = folder / "_work" / "failed_logs"
+    assert f"Ray's and vLLM's logs of the run, copied from its temp folder: {kept}/" in log, log[-2000:]
+    named = log.rsplit("The rollout engine's log: ", 1)[1].splitlines()[0].split(", ")
+    assert named and all(Path(f).is_relative_to(kept) and Path(f).is_file() for f in named), named
+    assert any("'Parameter' object has no attribute 'weight_loader'" in Path(f).read_text() for f in named)
 
 
 # ---------------------------------------------------------------- VCRL's replay, the oracle reward
@@ -403,7 +517,8 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
     replay before the replay batch carried global_token_num.) With 8 agent-loop workers, as on a GPU:
     verl splits a replay's r x G rows into 8 equal chunks (`trainer.generate_in_equal_chunks` pads them where
     r x G is not a multiple of 8; this run's replays are 2 x 4 rows) and spreads them over the replicas (all 4
-    serve the step's batch, more than one the replay), every one of which samples from the actor's weights. Under a
+    serve the step's batch, more than one the replay), every one of which samples from the actor's weights (up to
+    bf16 rounding: `bf16_rounding`). Under a
     100-character TMPDIR, as SLURM's per-job ones can be: Ray's and vLLM's sockets go through the
     launcher's short link (`vicurl.vllm_env.short_sockets`), into a folder of the run's own, which goes with it."""
     settings = {**BASE, "total_steps": 3, "reward": "oracle", "curriculum": "vcrl",
@@ -411,7 +526,7 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
     eight = {"overrides": ["actor_rollout_ref.rollout.agent.num_workers=8"]}  # verl's default on a GPU
     temp = long_folder(tmp_path, 100)
     rc, log, _ = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set, verl=eight, ranks=4,
-                             env={"TMPDIR": temp})
+                             env={"TMPDIR": temp, "VICURL_RECORD_WEIGHTS": "1"})
     assert rc == 0, log[-4000:]
     assert list(Path(temp).iterdir()) == []  # the run's temp folder (Ray's session, vLLM's sockets) went with it
     assert "model_world_size_4_rank_3.pt" in {p.name for p in (tmp_path / "vcrl").rglob("model_world_size_*")}
@@ -426,8 +541,11 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
         bank = set(replay["ids"])
         assert not bank & set(main["ids"]) and bank <= trained_prompts(update)
         assert len(set(main["servers"])) == 4 and len(set(replay["servers"])) > 1, (main["servers"], replay["servers"])
-        for rec in (main, replay):
-            assert float(row_sync(rec).max()) < 0.02, (step, row_sync(rec).tolist())
+        weights = load_weights(tmp_path / "vcrl", step, tiny_model_dir)
+        for rec in (main, replay):  # the replicas sample from the actor's weights, up to bf16 rounding
+            got = (float(row_sync(rec).mean()), float(bf16_rounding(weights, rec).mean()))
+            print("FIGURES vcrl", step, got)  # TEMP
+            assert got[0] < BF16_PATHS * got[1], (step, got)
 
 
 # ---------------------------------------------------------------- a curriculum that proposes the batch

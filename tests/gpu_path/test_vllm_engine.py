@@ -107,6 +107,47 @@ def test_the_engine_starts_with_nothing_to_compile_and_short_sockets(vllm, engin
     assert job.name.startswith("vicurl-") and len(str(job.parent)) == 100, base
 
 
+# the evaluation's engine started by a process whose OpenMP threads exist (a model converted on the CPU first, as
+# the evaluation that stalled on an H200 had done); a forked child of it would hang (tests/unit/test_vllm_env.py)
+AFTER_PARALLEL_WORK = r"""
+import json, sys, torch
+from vicurl.cpu_rehearsal import apply
+
+if __name__ == "__main__":  # vLLM's spawned processes import this file again
+    apply()
+    torch.set_num_threads(2)
+    a = torch.randn(1500, 1500)
+    float((a @ a).sum())
+    from vicurl import vllm_env
+    vllm_env.prepare()
+    from vllm.utils.system_utils import get_mp_context
+    method = get_mp_context().get_start_method()  # what vLLM starts its engine core with, before its platform's say
+    from vicurl.evaluation.vllm_generate import start_engine
+    import vllm
+    llm = start_engine(sys.argv[1], 0, json.loads(sys.argv[2]))
+    out = llm.generate([{"prompt_token_ids": [5, 6, 7]}], vllm.SamplingParams(max_tokens=4, seed=0), use_tqdm=False)
+    print(json.dumps({"method": method, "tokens": len(out[0].outputs[0].token_ids)}), flush=True)
+"""
+
+
+def test_the_engine_starts_after_parallel_work_on_the_cpu(vllm, tiny_model_dir, engine_args, tmp_path):
+    """A process that ran a parallel torch op, then prepared vLLM's environment (`vicurl.vllm_env.prepare`):
+    vLLM starts its engine core spawned, not forked (on a GPU it would fork: vLLM's CPU platform spawns later on
+    its own), the engine starts and generates."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "after_parallel.py"
+    script.write_text(AFTER_PARALLEL_WORK)
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_WORKER_MULTIPROC_METHOD"} | {"OMP_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, str(script), tiny_model_dir, json.dumps(engine_args)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"method": "spawn", "tokens": 4}
+
+
 def test_the_vllm_names_the_project_uses_exist_with_their_meaning(vllm, engine):
     """Every name in ``VLLM_NAMES`` (the one list; docs/verl.md says which vLLM versions were checked):
     the constructors' and ``generate``'s parameters, the token prompt's key, the outputs' fields, also

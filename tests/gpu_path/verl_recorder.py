@@ -15,14 +15,19 @@ Imported in every process verl starts when named in ``VERL_USE_EXTERNAL_MODULES`
                            agent loop puts into the batch's non-tensor fields (``server_id``)
 ``FSDPEngine``             with ``VICURL_RECORD_GRADS`` set, the first ``optimizer_step`` of each actor rank
                            (the run's first update) gathers the gradient's shards and rank 0 writes the full
-                           gradient before verl clips it (``first_update.grads.pt``: parameter name -> tensor)
+                           gradient before verl clips it (``first_update.grads.pt``: parameter name -> tensor);
+                           with ``VICURL_RECORD_WEIGHTS`` set, after every ``optimizer_step`` rank 0 writes the
+                           actor's full weights, gathered from the shards in the actor's dtype
+                           (``update{n}.weights.pt``, n counting this process's updates: the run's steps where
+                           each step takes one optimizer step, as here)
 
 At step 1 the trainer's process also writes which CPUs each thread of each of the run's vLLM engine cores may
 run on (``affinity.json``), against its own.
 
-With ``VICURL_RECORD_HOLD_AT=N`` step N's old-policy pass never ends: a run to be stopped after step N - 1's save
-waits there for the signal (step N alone takes a second here, shorter than a test can be sure to notice the
-save). With ``VICURL_RECORD_MEET=mine,partner`` (two runs at once) step 1's old-policy pass ends only when both runs
+With ``VICURL_RECORD_HOLD_EXPORT=N`` the export of step N (after verl's save, whose tracker then names step N)
+never ends: once the merger has written the weights into the export's temporary folder, the trainer touches
+``held`` and waits there for the test's signal, so that a run is stopped at the same point of its work
+however loaded the machine is. With ``VICURL_RECORD_MEET=mine,partner`` (two runs at once) step 1's old-policy pass ends only when both runs
 have reached it (each touches its file and waits for the other's): their updates and weight syncs then run
 at the same time, however long each took to start.
 """
@@ -102,11 +107,6 @@ def _install(folder: Path) -> None:
             _write_affinity(folder / "affinity.json")
         if int(self.global_steps) == 1 and os.environ.get("VICURL_RECORD_MEET"):
             _meet(*os.environ["VICURL_RECORD_MEET"].split(","))
-        if str(int(self.global_steps)) == os.environ.get("VICURL_RECORD_HOLD_AT"):
-            import time
-
-            while True:  # until the test's signal ends the run
-                time.sleep(1)
         return out, mfu
 
     def _update_actor(self, batch):
@@ -119,6 +119,23 @@ def _install(folder: Path) -> None:
         return out
 
     base._compute_old_log_prob, base._update_actor = _compute_old_log_prob, _update_actor
+
+
+def _install_hold(folder: Path, step: int) -> None:
+    import time
+
+    from vicurl.engines.verl import export
+
+    tokenizer = export.use_base_tokenizer
+
+    def use_base_tokenizer(model_dir, base_model):  # export_step calls it once the weights are written
+        if Path(model_dir).name == f"step{step}":
+            (folder / "held").touch()
+            while True:  # until the test's signal ends the run
+                time.sleep(1)
+        return tokenizer(model_dir, base_model)
+
+    export.use_base_tokenizer = use_base_tokenizer
 
 
 def _write_affinity(path: Path) -> None:
@@ -138,21 +155,31 @@ def _write_affinity(path: Path) -> None:
     path.write_text(json.dumps({"trainer": sorted(os.sched_getaffinity(0)), "engine_cores": cores}))
 
 
-def _install_grads(folder: Path) -> None:
+def _full(t):
+    """A parameter's or gradient's whole tensor, gathered from the ranks' shards (every rank must call it, in
+    the same order), as float32 on the CPU."""
+    t = t.full_tensor() if hasattr(t, "full_tensor") else t
+    return t.detach().float().cpu().clone()
+
+
+def _install_engine(folder: Path, grads: bool, weights: bool) -> None:
     import torch
     from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
 
     step, calls = FSDPEngine.optimizer_step, itertools.count(1)
 
     def optimizer_step(self):
-        if next(calls) == 1:
-            grads = {}
-            for name, p in self.module.named_parameters():  # every rank gathers each shard, in the same order
-                g = p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
-                grads[name] = None if g is None else g.detach().float().cpu().clone()
+        n = next(calls)
+        if grads and n == 1:
+            full = {name: None if p.grad is None else _full(p.grad) for name, p in self.module.named_parameters()}
             if torch.distributed.get_rank() == 0:
-                torch.save(grads, folder / "first_update.grads.pt")
-        return step(self)
+                torch.save(full, folder / "first_update.grads.pt")
+        out = step(self)
+        if weights:
+            full = {name: _full(p) for name, p in self.module.named_parameters()}
+            if torch.distributed.get_rank() == 0:
+                torch.save(full, folder / f"update{n}.weights.pt")
+        return out
 
     FSDPEngine.optimizer_step = optimizer_step
 
@@ -161,5 +188,7 @@ if DIR:
     Path(DIR).mkdir(parents=True, exist_ok=True)
     _install(Path(DIR))
     _install_servers()
-    if os.environ.get("VICURL_RECORD_GRADS"):
-        _install_grads(Path(DIR))
+    if os.environ.get("VICURL_RECORD_HOLD_EXPORT"):
+        _install_hold(Path(DIR), int(os.environ["VICURL_RECORD_HOLD_EXPORT"]))
+    if os.environ.get("VICURL_RECORD_GRADS") or os.environ.get("VICURL_RECORD_WEIGHTS"):
+        _install_engine(Path(DIR), bool(os.environ.get("VICURL_RECORD_GRADS")), bool(os.environ.get("VICURL_RECORD_WEIGHTS")))

@@ -88,18 +88,53 @@ def test_a_stopped_fetch_resumes_and_no_job_sees_half_a_model(hub, repo, tmp_pat
 
 
 def test_errors_name_the_config_key(hub, tmp_path, monkeypatch):
+    """A gated model (meta-llama's): the Hub shows its info to anyone and refuses its files, 401 without a token
+    and 403 with the token of an account not granted access; either way the error names the config key, the
+    model's page and the login command. A missing repository: the key and the way round it offline."""
     import huggingface_hub
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))  # none stored
-    with pytest.raises(fetch.FetchError, match=r"(?s)models.llama: cannot read meta-llama/gated .*Cannot access gated repo.*hf auth login.*"
-                                               r"point models.llama.hub_id at a local copy"):
+    gated = (r"(?s)models.llama: meta-llama/gated is gated: its files need access granted on "
+             r"https://huggingface.co/meta-llama/gated and a token of that account on this host \(`hf auth login`, or "
+             r"HF_TOKEN\); then run the job again \(the Hub: .*Access to model meta-llama/gated is restricted: ")
+    with pytest.raises(fetch.FetchError, match=gated + "please log in"):
         fetch.fetch("meta-llama/gated", tmp_path / "a", tmp_path / "a.json", name="llama", endpoint=hub.url)
-    with pytest.raises(fetch.FetchError, match=r"models.x: cannot read org/missing"):
+    monkeypatch.setenv("HF_TOKEN", "hf_token_of_another_account")
+    with pytest.raises(fetch.FetchError, match=gated + "you are not in the authorized list"):
+        fetch.fetch("meta-llama/gated", tmp_path / "a", tmp_path / "a.json", name="llama", endpoint=hub.url)
+    with pytest.raises(fetch.FetchError, match=r"(?s)models.x: cannot read org/missing .*point models.x.hub_id at a local copy"):
         fetch.fetch("org/missing", tmp_path / "b", tmp_path / "b.json", name="x", endpoint=hub.url)
     monkeypatch.setenv("HF_TOKEN", "hf_token_granted")
     assert fetch.fetch("meta-llama/gated", tmp_path / "c", tmp_path / "c.json", endpoint=hub.url)["commit"] == SHA
+
+
+def test_the_commit_resolved_first_is_every_later_fetchs(hub, tmp_path):
+    """hub_commits.yaml keeps the commit the main branch resolved to: once the Hub's main moves on, a fetch
+    into a deleted folder, or another scenario's, still takes the kept commit. The config's revision set to
+    that commit asks for what was asked before (nothing reruns); another revision is resolved and kept in its
+    place."""
+    commits, newer = tmp_path / "hub_commits.yaml", "f" * 40
+    first = fetch.fetch("org/model", tmp_path / "a" / "hub", tmp_path / "a" / "hub.json", commits=commits,
+                        endpoint=hub.url)
+    assert first["commit"] == SHA and fetch.read_commits(commits) == {"org/model": {"requested": None, "commit": SHA}}
+    hub.revisions["org/model"] = {"main": newer, "v2": newer}  # main moved on the Hub
+    hub.requests.clear()
+    again = fetch.fetch("org/model", tmp_path / "b" / "hub", tmp_path / "b" / "hub.json", commits=commits,
+                        endpoint=hub.url)
+    assert again["commit"] == SHA and ("GET", f"/api/models/org/model/revision/{SHA}") in hub.requests
+    kept = fetch.read_commits(commits)
+    assert fetch.request("org/model", None, kept) is None and fetch.request("org/model", SHA, kept) is None  # a pin
+    assert fetch.request("org/model", "v2", kept) == "v2"  # a move
+    moved = fetch.fetch("org/model", tmp_path / "c" / "hub", tmp_path / "c" / "hub.json", revision="v2",
+                        commits=commits, endpoint=hub.url)
+    assert moved["commit"] == newer and fetch.read_commits(commits) == {"org/model": {"requested": "v2", "commit": newer}}
+    kept = fetch.read_commits(commits)
+    assert fetch.request("org/model", newer, kept) == "v2" == fetch.request("org/model", None, kept)
+    commits.write_text("org/model: abc\n")
+    with pytest.raises(fetch.FetchError, match=r"hub_commits.yaml: 'org/model' must map to \{requested"):
+        fetch.read_commits(commits)
 
 
 def test_a_revision_belongs_to_a_hub_model(tmp_path, monkeypatch):

@@ -97,3 +97,18 @@ def test_a_jobs_gpu_hours_reach_its_last_progress_row_or_now():
     assert [j.seconds for j in status.with_progress(jobs, rows, now=2900.0)] == [700.0, 900.0]
     assert [j.seconds for j in status.with_progress(jobs, [])] == [5.0, 4.0]
     assert status.gpu_seconds(status.with_progress(jobs, rows), {}, 8) == (700 + 500) * 8
+
+
+def test_array_tasks_are_read_by_the_names_snakemake_gives_them():
+    """With the SLURM plugin's --slurm-array-jobs Snakemake marks a job `<array id>_<task>`; sacct reports a
+    started task under that name (its own job id beside it) and an array's pending tasks in one line."""
+    from vicurl.status import sacct_records
+
+    text = ("500_0|501|RUNNING|120|billing=1,cpu=8,gres/gpu=1,mem=64G,node=1\n"
+            "500_[1-2,4%2]|500|PENDING|0|billing=1,cpu=8,gres/gpu=1,mem=64G,node=1\n"
+            "510|510|COMPLETED|30|cpu=1,mem=4G,node=1\n")
+    got = sacct_records(text)
+    assert got["500_0"] == got["501"] == ("RUNNING", 120.0, 1)
+    assert {k: v[0] for k, v in got.items() if k.startswith("500_")} == {
+        "500_0": "RUNNING", "500_1": "PENDING", "500_2": "PENDING", "500_4": "PENDING"}
+    assert got["510"] == ("COMPLETED", 30.0, 0)

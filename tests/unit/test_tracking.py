@@ -74,3 +74,14 @@ def test_each_run_has_a_folder_per_tracker_under_the_studys_results():
     assert {k: str(v) for k, v in tracking.folders(config, "main/qwen/oracle-vicurl/seed0").items()} == {
         "tensorboard": "results/paper/tensorboard/main/qwen/oracle-vicurl/seed0",
         "wandb": "results/paper/wandb/main/qwen/oracle-vicurl/seed0"}
+
+
+def test_a_trackers_folder_that_cannot_be_made_stops_the_job_naming_it(tmp_path):
+    """W&B falls back to the temp folder when it cannot write its own, and a job's temp folder is removed with
+    the job: the job stops first, naming the folder."""
+    (tmp_path / "results").write_text("a file where the folder should be")
+    folders = {"wandb": tmp_path / "results" / "wandb" / "main"}
+    with pytest.raises(RuntimeError, match=r"wandb's folder .*results/wandb/main cannot be created"):
+        launch.job_environment({}, tmp_path / "work", folders)
+    ok = {"wandb": tmp_path / "w" / "wandb" / "main"}
+    assert launch.job_environment({}, tmp_path / "work", ok)["WANDB_DIR"] == str(ok["wandb"]) and ok["wandb"].is_dir()

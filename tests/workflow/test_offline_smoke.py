@@ -7,12 +7,14 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 
 import yaml
 from omegaconf import OmegaConf
 
 from vicurl import checks, runs
 from vicurl.engines.verl import launch
+from vicurl.models import fetch as fetch_lib
 from vicurl.rehearsal import command, config_files
 
 from harness import bounded, job_counts, snakemake
@@ -81,7 +83,9 @@ def test_the_smoke_configs_model_is_fetched_once_and_every_job_loads_the_folder(
     """config/gpu_smoke.yaml's Qwen/Qwen2.5-0.5B-Instruct through the target `models` (rule fetch_model), from a local stand-in for
     the Hub (HF_ENDPOINT; tests/fake_hub.py) serving the rehearsal's model under that id: the folder and its
     manifest at the Hub's commit; then the plan fetches nothing more, and the training and the base model's
-    evaluation take the folder as their input."""
+    evaluation take the folder as their input. The commit is kept (hub_commits.yaml): the config's revision set
+    to it plans nothing new; after the Hub's main branch moved, the deleted folder is fetched at the kept commit;
+    another revision plans the fetch again."""
     from fake_hub import SHA, FakeHub
 
     from vicurl.rehearsal import stand_ins
@@ -107,3 +111,26 @@ def test_the_smoke_configs_model_is_fetched_once_and_every_job_loads_the_folder(
     for rule in ("train", "generate_checkpoint"):
         block = plan.stdout.split(f"rule {rule}:")[1].split("\n\n")[0]
         assert f"input: {folder}" in block or f"{folder}," in block, block
+    # the commit is kept (hub_commits.yaml in the working folder); pinning it in the config plans the same jobs
+    assert fetch_lib.read_commits(tmp_path / "w" / "hub_commits.yaml") == {
+        "Qwen/Qwen2.5-0.5B-Instruct": {"requested": None, "commit": SHA}}
+    pins = {}
+    for name, revision in (("pin", SHA), ("move", "v2")):
+        pins[name] = tmp_path / f"{name}.yaml"
+        pins[name].write_text(yaml.safe_dump({"models": {"qwen_0.5b_instruct": {"revision": revision}}}))
+    pinned = snakemake(tmp_path / "w", "all", "-n", configs=[*config_files("gpu")[:1], pins["pin"]], timeout=600)
+    assert pinned.returncode == 0 and job_counts(pinned.stdout + pinned.stderr) == counts, pinned.stderr[-3000:]
+    # main moves on the Hub: a deleted folder is fetched again at the kept commit; another revision is a move
+    hub = FakeHub({"Qwen/Qwen2.5-0.5B-Instruct": model})
+    hub.revisions["Qwen/Qwen2.5-0.5B-Instruct"] = {"main": "f" * 40, "v2": "e" * 40}
+    env["HF_ENDPOINT"] = hub.url
+    shutil.rmtree(tmp_path / "w" / folder)
+    try:
+        again = snakemake(tmp_path / "w", "models", "--cores", "1", configs=config_files("gpu")[:1], env=env, timeout=600)
+    finally:
+        hub.server.shutdown()
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((tmp_path / "w" / f"{folder}.json").read_text())["commit"] == SHA
+    moved = snakemake(tmp_path / "w", "models", "-n", configs=[*config_files("gpu")[:1], pins["move"]], timeout=600)
+    assert moved.returncode == 0 and job_counts(moved.stdout + moved.stderr) == {"fetch_model": 1, "models": 1}, \
+        moved.stdout[-3000:]

@@ -29,6 +29,10 @@ VLLM_ENV = {
     # cores it chooses alone (vllm/utils/ompmultiprocessing.py, _parse_omp_threads_bind_env), so the replicas of
     # a run with several ranks all ran on one core
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    # a sequence's attention computed alike whatever shares its batch: vLLM's CPU attention otherwise splits
+    # the keys of the batch's sequences over the threads by how many sequences there are (its scheduler
+    # metadata), and a row's sums, so its samples, would depend on the other requests (`vllm_cpu`)
+    "VLLM_CPU_ATTN_SPLIT_KV": "0",
 }
 
 

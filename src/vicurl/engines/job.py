@@ -20,13 +20,15 @@ def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set
           checkpoints: str | Path, metrics: str | Path, settings_out: str | Path, provenance_out: str | Path,
           run: Mapping[str, Any], config: Mapping[str, Any], repo: str | Path, verl: Mapping[str, Any] | None = None,
           prompt_stats: str | None = None, start_from: Mapping[str, Any] | None = None,
-          exit_with_parent: bool = False, tracking: Mapping[str, str | Path] | None = None) -> None:
+          exit_with_parent: bool = False, tracking: Mapping[str, str | Path] | None = None,
+          failure_logs: str | Path | None = None) -> None:
     """Train ``settings`` (`vicurl.runs.train_settings`) from ``model_dir`` on ``train_set`` with
     ``engine`` (``local``: one CPU process; ``verl``: verl 0.9.1 on GPUs, ``verl`` its section),
     exporting the checkpoints and metrics; ``start_from``: a continued run's source work folder and
     step; ``run``: the run's identity for the provenance, ``config`` the resolved config;
     ``exit_with_parent``: verl's loop ends when the process that started this one does (Snakemake's job);
-    ``tracking``: each tracker's folder (`vicurl.tracking.folders`), where every step's metrics go too."""
+    ``tracking``: each tracker's folder (`vicurl.tracking.folders`), where every step's metrics go too;
+    ``failure_logs``: where a failed verl run's Ray and vLLM logs are copied (beside the job's log)."""
     settings = dict(settings)
     s = TrainSettings.from_dict(settings)
     data: dict[str, Any] = {}
@@ -35,7 +37,7 @@ def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set
 
         data = run_verl(settings, model_dir, train_set, work_dir, checkpoints, metrics, verl=verl,
                         prompt_stats=prompt_stats, start_from=start_from, exit_with_parent=exit_with_parent,
-                        tracking=tracking)
+                        tracking=tracking, failure_logs=failure_logs)
     else:
         import pandas as pd
 

@@ -6,6 +6,13 @@ so compute nodes need no internet and no Hub token (meta-llama's models are gate
 of jobs do not each ask the Hub, and every run of a study trains the same weights even if the Hub's
 repository changes meanwhile. The manifest beside the folder records the commit.
 
+The commit a model's revision (config key ``models.<name>.revision``, default the main branch) resolves to
+the first time is kept in ``hub_commits.yaml`` (config key ``hub_commits``), by Hub id, with the revision
+asked: every later fetch, after a deleted folder, in another scenario or in a checkout that has the file,
+takes that commit, until the config asks for another revision (``request``). So the main branch moving on
+the Hub changes nothing, and writing the kept commit into the config as the revision (a pin) reruns
+nothing either.
+
     python -m vicurl.models.fetch Qwen/Qwen2.5-Math-1.5B results/paper/models/qwen_math_1.5b/hub
 """
 
@@ -52,9 +59,58 @@ def manifest_of(model_dir: str | Path) -> Path:
     return Path(f"{model_dir}.json")
 
 
+def read_commits(path: str | Path) -> dict[str, dict[str, str | None]]:
+    """The kept commits (``hub_commits.yaml``): Hub id -> {"requested": the revision asked (None: the main
+    branch), "commit": what it resolved to}; empty where the file does not exist."""
+    import yaml
+
+    path = Path(path)
+    if not path.exists():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    for hub_id, entry in (data.items() if isinstance(data, dict) else [(None, data)]):
+        if not (isinstance(entry, dict) and set(entry) == {"requested", "commit"} and isinstance(entry["commit"], str)):
+            raise FetchError(f"{path}: {hub_id!r} must map to {{requested: <revision or null>, commit: <sha>}}, "
+                             f"not {entry!r}; delete the entry to fetch the model's main branch again")
+    return data
+
+
+def request(hub_id: str, revision: str | None, commits: dict[str, dict[str, str | None]]) -> str | None:
+    """What a fetch of ``hub_id`` asks for (rule fetch_model's parameter: a change of it fetches again), given
+    the config's ``revision`` and the kept commits: the revision, unless it is unset or is the kept commit
+    itself; then the revision that commit was kept for (unchanged, so nothing reruns)."""
+    kept = commits.get(hub_id)
+    if kept and revision in (None, kept["commit"]):
+        return kept["requested"]
+    return revision
+
+
+def keep_commit(path: str | Path, hub_id: str, requested: str | None, commit: str) -> None:
+    """Record that ``requested`` resolved to ``commit`` for ``hub_id`` in the kept commits (under a lock:
+    several fetches may run at once)."""
+    import fcntl
+
+    import yaml
+
+    from vicurl.io import write_text
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        commits = read_commits(path)
+        commits[hub_id] = {"requested": requested, "commit": commit}
+        write_text(path, "# The commit each Hugging Face Hub model was first fetched at, by Hub id, and the revision\n"
+                         "# that resolved to it (vicurl.models.fetch; config key hub_commits). Commit this file with the\n"
+                         "# study: every fetch takes these commits until the config asks for another revision.\n"
+                   + yaml.safe_dump(commits, sort_keys=True))
+
+
 def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision: str | None = None,
-          name: str | None = None, endpoint: str | None = None) -> dict[str, Any]:
+          name: str | None = None, endpoint: str | None = None, commits: str | Path | None = None) -> dict[str, Any]:
     """Download `hub_id` at `revision` (default: the main branch) into `out_dir`; write the manifest.
+    ``commits``: the kept commits' file (``hub_commits.yaml``): where it holds the commit `revision` resolved
+    to before, that commit is fetched; else the commit it resolves to now is kept there.
 
     The files go to `<out_dir>.partial` first, which a killed fetch resumes (huggingface_hub skips the files
     it completed), and the folder appears whole: a job never sees half a model."""
@@ -62,14 +118,20 @@ def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision:
 
     key = f"models.{name}" if name else hub_id
     out_dir, partial = Path(out_dir), Path(f"{out_dir}.partial")
+    kept = read_commits(commits).get(hub_id) if commits else None
+    if kept and kept["requested"] != revision:
+        kept = None  # another revision asked: resolved now, and kept in its place
     api = huggingface_hub.HfApi(endpoint=endpoint)
+    asked = kept["commit"] if kept else revision
     try:
-        info = api.model_info(hub_id, revision=revision)  # the commit the revision names now, and its files
+        info = api.model_info(hub_id, revision=asked)  # the commit the revision names now, and its files
     except Exception as e:
         raise FetchError(
-            f"{key}: cannot read {hub_id}{f' at {revision}' if revision else ''} on the Hugging Face Hub: {e}. "
-            f"A gated model needs access granted on its page and a token on this host (`hf auth login` or "
-            f"HF_TOKEN); without internet here, point {key}.hub_id at a local copy of the model") from e
+            f"{key}: cannot read {hub_id}{f' at {asked}' if asked else ''} on the Hugging Face Hub: {e}. "
+            f"Without internet here, point {key}.hub_id at a local copy of the model") from e
+    if commits and not kept:
+        keep_commit(commits, hub_id, revision, info.sha)
+        log.info("%s: %s resolved to commit %s, kept in %s", hub_id, revision or "the main branch", info.sha, commits)
     files = wanted([s.rfilename for s in info.siblings or []])
     if not any(f.endswith((".safetensors", ".bin")) for f in files):
         raise FetchError(f"{key}: {hub_id} at {info.sha} has no weights (.safetensors or .bin) in its top folder")
@@ -77,6 +139,11 @@ def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision:
     try:
         huggingface_hub.snapshot_download(hub_id, revision=info.sha, local_dir=partial, allow_patterns=files,
                                           endpoint=endpoint)
+    except huggingface_hub.errors.GatedRepoError as e:  # the Hub shows a gated model's info to anyone
+        raise FetchError(
+            f"{key}: {hub_id} is gated: its files need access granted on https://huggingface.co/{hub_id} and a token "
+            f"of that account on this host (`hf auth login`, or HF_TOKEN); then run the job again "
+            f"(the Hub: {' '.join(str(e).split())})") from e
     except Exception as e:
         raise FetchError(f"{key}: downloading {hub_id} at {info.sha} failed: {e}. What was downloaded is "
                          f"kept in {partial}; run the job again to go on") from e
@@ -110,9 +177,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--revision", help="branch, tag or commit (default: main)")
     ap.add_argument("--manifest", type=Path, help="default: <out_dir>.json")
+    ap.add_argument("--commits", type=Path, help="the kept commits' file (hub_commits.yaml): fetch the commit kept "
+                                                 "for this revision, or keep the one it resolves to")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    m = fetch(args.hub_id, args.out_dir, args.manifest or manifest_of(args.out_dir), revision=args.revision)
+    m = fetch(args.hub_id, args.out_dir, args.manifest or manifest_of(args.out_dir), revision=args.revision,
+              commits=args.commits)
     print(f"{m['hub_id']} at {m['commit']}: {len(m['files'])} files, "
           f"{sum(m['files'].values()) / 1e9:.2f} GB in {args.out_dir}")
 

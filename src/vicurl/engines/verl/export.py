@@ -85,7 +85,11 @@ def missing_exports(work_dir: str | Path, export_steps, checkpoint_dir: str | Pa
 
 def repair_exports(work_dir: str | Path, export_steps, checkpoint_dir: str | Path, base_model: str | Path) -> list[int]:
     """Redo the missing exports whose checkpoint is still on disk; the ones verl already rotated
-    away cannot be redone: an error naming them (the run must restart)."""
+    away cannot be redone: an error naming them (the run must restart). The half-written folders a
+    killed export left (`vicurl.io.atomic_path`'s, a whole model each) go first: a job that starts owns
+    its work folder, so no export of its is under way."""
+    for stale in (Path(work_dir) / "exports").glob(".step*.tmp"):
+        shutil.rmtree(stale, ignore_errors=True)
     missing = missing_exports(work_dir, export_steps, checkpoint_dir)
     lost = [s for s in missing if not (step_dir(checkpoint_dir, s) / "actor" / "fsdp_config.json").exists()]
     if lost:

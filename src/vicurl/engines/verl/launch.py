@@ -165,7 +165,7 @@ def compose(override_list: list[str]):
 def run(settings: TrainSettings | dict[str, Any], model_path: str, train_set: str, work_dir: str, checkpoints: str,
         metrics: str, verl: VerlSettings | dict[str, Any] | None = None, prompt_stats: str | None = None,
         start_from: dict[str, Any] | None = None, exit_with_parent: bool = False,
-        tracking: dict[str, str | Path] | None = None) -> dict[str, Any]:
+        tracking: dict[str, str | Path] | None = None, failure_logs: str | Path | None = None) -> dict[str, Any]:
     """Train (resuming from ``work_dir``), then publish the exports and metrics (GPU machine).
     ``start_from`` (``{"work_dir", "step"}``): a run continuing another starts from that run's last
     save (`export.fork`); ``exit_with_parent``: see `train`; ``tracking``: each tracker's folder
@@ -179,8 +179,11 @@ def run(settings: TrainSettings | dict[str, Any], model_path: str, train_set: st
     if cur.needs_stats and not prompt_stats:
         raise ValueError(f"curriculum {cur.name!r} needs the prompt_stats rule's table ({list(cur.needs_stats)}): "
                          f"pass --prompt-stats")
-    prompt_stats = str(Path(prompt_stats).resolve()) if prompt_stats else None  # the trainer runs in a Ray actor
-    work = Path(work_dir)
+    # every path verl and Ray get is absolute: the trainer runs in a Ray actor, on a cluster of several nodes
+    # in a folder of Ray's choosing
+    prompt_stats = str(Path(prompt_stats).resolve()) if prompt_stats else None
+    model_path = local_or_hub(model_path)
+    work = Path(work_dir).resolve()
     ckpt = export.checkpoint_dir(work)
     total, exports = int(s.total_steps), s.export_steps
     work.mkdir(parents=True, exist_ok=True)
@@ -196,7 +199,7 @@ def run(settings: TrainSettings | dict[str, Any], model_path: str, train_set: st
     else:
         log.info("training from %s", f"verl's save of step {done}" if done else "the base model")
         train(s, model_path, work, verl, prompt_stats, n_train=report["rows"] - report["dropped"],
-              exit_with_parent=exit_with_parent, start_step=done, tracking=tracking)
+              exit_with_parent=exit_with_parent, start_step=done, tracking=tracking, failure_logs=failure_logs)
     publish(work, exports, checkpoints, metrics)
     return {"long_prompts": report}
 
@@ -229,30 +232,62 @@ def prepare(settings: TrainSettings | dict[str, Any], model_path: str, train_set
 
 def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettings | dict[str, Any] | None,
           prompt_stats: str | None, n_train: int, exit_with_parent: bool = False, start_step: int = 0,
-          tracking: dict[str, str | Path] | None = None) -> None:
+          tracking: dict[str, str | Path] | None = None, failure_logs: str | Path | None = None) -> None:
     """verl's GRPO loop with ``VICuRLTrainer`` (resume_mode auto: from verl's last save in ``work``), in a
     process of its own (`vicurl.engines.verl.fit`) that `vicurl.engines.verl.supervise` ends, with every
     Ray and vLLM process of the run, when a step outlasts ``verl.step_timeout`` minutes, vLLM's engine
-    dies, the job is stopped or (``exit_with_parent``) the job's parent ends. The overrides: ``<work>/verl_overrides.json``."""
+    dies, the job is stopped or (``exit_with_parent``) the job's parent ends. The overrides: ``<work>/verl_overrides.json``.
+    A failed run's Ray and vLLM logs, which live in the job's temp folder, are copied to
+    ``failure_logs/<time>`` (default ``<work>/failed_logs``) first, and its error names them there."""
     from transformers import AutoConfig
 
     from vicurl.engines.verl import supervise
     from vicurl.io import write_json
 
     v = verl if isinstance(verl, VerlSettings) else VerlSettings.from_dict(verl)
-    ov = overrides(settings, model_path=model_path, train_files=str(work / "verl_train.parquet"), work_dir=str(work),
-                   settings_path=str(work / "settings.json"), train_set=str(work / "train_set.parquet"),
-                   vocab_size=int(AutoConfig.from_pretrained(model_path).vocab_size), n_train=n_train, verl=v,
-                   prompt_stats=prompt_stats, start_step=start_step, tracking=tracking)
-    env = job_environment(os.environ, work, tracking)
-    ov += ray_worker_variables(env, os.environ)
+    ov, env = job_overrides(settings, model_path, work, v, prompt_stats, n_train, start_step, tracking,
+                            vocab_size=int(AutoConfig.from_pretrained(model_path).vocab_size))
     write_json(work / "verl_overrides.json", ov)
     # the run's temp folder (Ray's session, vLLM's sockets, verl's locks) and socket links: on this node alone, and
     # removed once every process of the run has ended
     with vllm_env.private_temp(env) as temp, vllm_env.short_sockets({**env, **temp}, ray=True) as sockets:
-        supervise.run([sys.executable, "-m", "vicurl.engines.verl.fit", str(work / "verl_overrides.json")],
-                      env={**env, **temp, **sockets}, progress=work / workdir.PROGRESS,
-                      step_timeout=60 * float(v.step_timeout), exit_with_parent=exit_with_parent)
+        try:
+            supervise.run([sys.executable, "-m", "vicurl.engines.verl.fit", str(work / "verl_overrides.json")],
+                          env={**env, **temp, **sockets}, progress=work / workdir.PROGRESS,
+                          step_timeout=60 * float(v.step_timeout), exit_with_parent=exit_with_parent)
+        except supervise.LoopFailed as e:
+            import time
+
+            dest = Path(failure_logs or work / "failed_logs").resolve() / time.strftime("%Y-%m-%d_%H-%M-%S")
+            kept = supervise.keep_logs(temp["TMPDIR"], dest)
+            message = str(e)
+            for logs, copy in kept.items():  # the error named them in the temp folder, removed next
+                message = message.replace(logs, copy)
+            where = f"\nRay's and vLLM's logs of the run, copied from its temp folder: {dest}" if kept else \
+                "\nRay wrote no logs (its session never started)"
+            raise supervise.LoopFailed(message + where) from None
+
+
+def job_overrides(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettings, prompt_stats: str | None,
+                  n_train: int, start_step: int, tracking: dict[str, str | Path] | None, vocab_size: int,
+                  base: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The overrides and environment of verl's process for a job of the run in ``work``: every path in them
+    absolute (``work``, a local model folder, the prompt table and the trackers' folders made so), so that
+    Ray's workers find them wherever they run."""
+    base = dict(os.environ if base is None else base)
+    work = Path(work).resolve()
+    ov = overrides(settings, model_path=local_or_hub(model_path), train_files=str(work / "verl_train.parquet"),
+                   work_dir=str(work), settings_path=str(work / "settings.json"),
+                   train_set=str(work / "train_set.parquet"), vocab_size=vocab_size, n_train=n_train, verl=verl,
+                   prompt_stats=str(Path(prompt_stats).resolve()) if prompt_stats else None, start_step=start_step,
+                   tracking=tracking)
+    env = job_environment(base, work, tracking)
+    return ov + ray_worker_variables(env, base), env
+
+
+def local_or_hub(model: str) -> str:
+    """A model folder on this machine as an absolute path; a Hub id (no such folder) as it is."""
+    return str(Path(model).resolve()) if Path(model).exists() else str(model)
 
 
 def job_environment(base: dict[str, str], work: Path, tracking: dict[str, str] | None = None) -> dict[str, str]:
@@ -260,8 +295,9 @@ def job_environment(base: dict[str, str], work: Path, tracking: dict[str, str] |
     a Ray of its own: ``overrides``): ``base`` with the project on PYTHONPATH, verl's file logger in ``work``,
     ``verl_environment`` and the trackers' folders."""
     env = dict(base)
+    vicurl_tracking.make_folders(tracking or {})  # W&B falls back to the temp folder, the job's own, when it cannot write
     env["PYTHONPATH"] = worker_pythonpath()
-    env.setdefault("VERL_FILE_LOGGER_PATH", str(work / "verl_log.jsonl"))
+    env["VERL_FILE_LOGGER_PATH"] = str(Path(env.get("VERL_FILE_LOGGER_PATH", work / "verl_log.jsonl")).resolve())
     env.update(verl_environment(env))
     env.update(vicurl_tracking.environment(tracking or {}, workdir.training_id(work)))
     return env
@@ -328,6 +364,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--continue-from", metavar="WORK_DIR:STEP", help="the work folder and last step of the run this one continues")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="end the run (verl's loop, Ray, vLLM) when the process that started this one ends")
+    p.add_argument("--failure-logs", metavar="DIR",
+                   help="where a failed run's Ray and vLLM logs are copied (default: WORK_DIR/failed_logs)")
     p.add_argument("--tracking", nargs="+", default=[], metavar="NAME=DIR",
                    help=f"a tracker ({', '.join(vicurl_tracking.LOGGERS)}) and its folder for this run (vicurl.tracking)")
     a = p.parse_args(argv)
@@ -342,7 +380,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         p.error(f"--tracking: unknown trackers {unknown}; known: {list(vicurl_tracking.LOGGERS)}")
     run(json.loads(Path(a.settings).read_text()), a.model, a.train_set, a.work_dir, a.checkpoints, a.metrics, verl,
-        a.prompt_stats, start, exit_with_parent=a.exit_with_parent, tracking=tracking)
+        a.prompt_stats, start, exit_with_parent=a.exit_with_parent, tracking=tracking, failure_logs=a.failure_logs)
 
 
 if __name__ == "__main__":

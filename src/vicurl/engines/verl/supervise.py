@@ -14,7 +14,8 @@ for it and ends the whole session when
   would never be recorded, and a rerun would start a second trainer on the same work folder).
 
 The error names the rollout engine's log (Ray's log of the actor holding vLLM's engine) and quotes
-its last errors. Ending is SIGTERM to every process of the session, then SIGKILL to what remains.
+its last errors. Ending is SIGTERM to every process of the session, then SIGKILL to what remains,
+then the shared memory they left is removed (`vicurl.processes`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Sequence
+
+from vicurl import processes
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +49,16 @@ class _Stop(BaseException):
 
 
 def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: dict[str, str] | None = None,
-        exit_with_parent: bool = False, poll: float = 5.0, engine_grace: float = 60.0, end_grace: float = 20.0) -> None:
+        exit_with_parent: bool = False, poll: float = 5.0, engine_grace: float = 60.0, end_grace: float = 10.0) -> None:
     """Run ``cmd`` (verl's loop) in a new session and wait for it; ``progress``: a file the loop touches
     each step. Raises `LoopFailed` (exit code, stall, lost engine, lost parent), KeyboardInterrupt on
     SIGINT and SystemExit(128 + signal) on SIGTERM or SIGHUP, each after ending every process of the
-    run; a loop that ends well leaves none either."""
+    run; a loop that ends well leaves none either. Ending takes ``end_grace`` seconds at most before SIGKILL, so
+    that a stopped job is gone, its temp folder and shared memory removed, within SLURM's default KillWait (30 s)."""
     watch = _Watch(Path(progress), step_timeout, engine_grace, os.getppid() if exit_with_parent else None)
     proc = subprocess.Popen(list(cmd), env=env, start_new_session=True)
+    shared = processes.SharedMemoryNotes()  # vLLM's queues: Ray's shutdown SIGKILLs engines, which leaves them
+    shared.watch(lambda: [p.pid for p in session_processes(proc.pid)])
     previous = _trap_signals(_raise_stop)
     try:
         while True:
@@ -67,12 +73,12 @@ def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: d
         if rc != 0:
             raise LoopFailed(f"verl's training loop exited with code {rc}; its error is above in this log"
                              + watch.engine_report(proc.pid))
-        left = end_session(proc, end_grace)  # what Ray's shutdown left running, if anything
+        left = end_session(proc, end_grace, shared)  # what Ray's shutdown left running, if anything
         if left:
             log.warning("verl's loop ended and left %d processes running: ended them", left)
     except BaseException as e:
         _trap_signals(_log_signal)  # a signal while the processes are ended is only logged
-        n = end_session(proc, end_grace)
+        n = end_session(proc, end_grace, shared)
         if isinstance(e, LoopFailed):
             log.error("%s\nEnded verl's loop (%d processes).", e, n)
         if not isinstance(e, _Stop):
@@ -150,38 +156,47 @@ def session_processes(sid: int):
     return out
 
 
-def end_session(proc: subprocess.Popen, grace: float) -> int:
+def end_session(proc: subprocess.Popen, grace: float, shared: processes.SharedMemoryNotes | None = None) -> int:
     """SIGTERM to every process of ``proc``'s session and of its process tree, SIGKILL to those left
-    after ``grace`` seconds; ``proc`` reaped. Returns how many processes there were."""
+    after ``grace`` seconds, the shared memory they left removed, with what ``shared`` noted while they ran
+    (`vicurl.processes.end`); ``proc`` reaped. Returns how many processes there were."""
     import psutil
 
     def members():
         procs = {p.pid: p for p in session_processes(proc.pid)}
+        procs.update({p.pid: p for p in processes.children(proc.pid)})
         try:
-            procs.update({p.pid: p for p in psutil.Process(proc.pid).children(recursive=True)})
             procs.setdefault(proc.pid, psutil.Process(proc.pid))
         except psutil.NoSuchProcess:
             pass
         return list(procs.values())
 
-    seen: set[int] = set()
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
-        procs = members()
-        seen.update(p.pid for p in procs)
-        for p in procs:
-            try:
-                p.send_signal(sig)
-            except psutil.Error:
-                pass
-        deadline = time.time() + wait
-        while time.time() < deadline and any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in members()):
-            proc.poll()  # reap the loop's own process
-            time.sleep(0.2)
+    n = processes.end(members, grace, reap=proc.poll, notes=shared)
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
-    return len(seen)
+    return n
+
+
+def keep_logs(temp: str | Path, dest: str | Path, tail: int = 4_000_000) -> dict[str, str]:
+    """Copy the logs of every Ray session under the run's temp folder ``temp`` (``session_*/logs``: Ray's,
+    its workers' and so vLLM's engine's, whose actor logs there) into ``dest/<session>``, each file's last
+    ``tail`` bytes, before the temp folder is removed. Returns each session's logs folder -> its copy."""
+    kept = {}
+    for logs in sorted({p.resolve() for p in Path(temp).rglob("session_*/logs")}):  # session_latest: a link
+        if not logs.is_dir():
+            continue
+        copy = Path(dest) / logs.parent.name
+        for f in logs.rglob("*"):
+            if f.is_file() and not f.is_symlink():
+                target = copy / f.relative_to(logs)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(f, "rb") as src, open(target, "wb") as out:
+                    src.seek(max(0, f.stat().st_size - tail))
+                    out.write(src.read())
+        kept[str(logs)] = str(copy)
+    return kept
 
 
 def _title(p) -> str:

@@ -1,0 +1,134 @@
+"""Ending a job's processes so that they leave nothing on the node.
+
+A job that starts vLLM or Ray has child processes (vLLM's engine core and workers, Ray's daemons and
+actors). Ending them is SIGTERM, a grace period, then SIGKILL for what remains. What a killed process
+does not remove stays on the node: vLLM's message queues are POSIX shared memory (``/dev/shm/psm_*``,
+170-250 MB each, nominal), which their creator unlinks at exit or its resource tracker does once the
+creator is gone, and the SIGKILL ends the tracker too (it ignores SIGTERM); vLLM's and Ray's own shutdowns
+SIGKILL engine processes too. /dev/shm is memory that outlives the job. ``SharedMemoryNotes`` therefore notes
+the shared memory a job's processes map while they run, and removes what no process maps any more once they
+are gone; ``end`` notes it again just before its signals.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+
+log = logging.getLogger(__name__)
+
+SHM = "/dev/shm/"
+
+
+class SharedMemoryNotes:
+    """The POSIX shared memory some processes mapped, noted while they run; ``remove`` unlinks what is left of
+    it once no process maps it."""
+
+    def __init__(self):
+        self.paths: set[str] = set()
+        self._lock = threading.Lock()
+
+    def note(self, pids) -> None:
+        found = shared_memory_of(pids)
+        with self._lock:
+            self.paths |= found
+
+    def watch(self, pids, every: float = 2.0) -> None:
+        """Note what the processes ``pids()`` names map, every ``every`` seconds, in a thread of its own."""
+        def loop():
+            while True:
+                try:
+                    self.note(pids())
+                except Exception:  # a process list read while processes come and go
+                    pass
+                time.sleep(every)
+
+        threading.Thread(target=loop, name="vicurl-shared-memory-notes", daemon=True).start()
+
+    def remove(self) -> list[str]:
+        with self._lock:
+            paths = set(self.paths)
+        return remove_shared_memory(paths)
+
+
+def end(members, grace: float, reap=None, notes: SharedMemoryNotes | None = None) -> int:
+    """SIGTERM to every process ``members()`` returns (psutil.Process objects, called again before each
+    signal: processes started meanwhile are included), SIGKILL to those left after ``grace`` seconds, then
+    the shared memory they mapped and left removed (with what ``notes`` noted earlier). ``reap``: called
+    while waiting (a Popen's ``poll``). Returns how many processes there were."""
+    import psutil
+
+    seen: set[int] = set()
+    notes = notes or SharedMemoryNotes()
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        procs = members()
+        seen.update(p.pid for p in procs)
+        notes.note(p.pid for p in procs)
+        for p in procs:
+            try:
+                p.send_signal(sig)
+            except psutil.Error:
+                pass
+        deadline = time.time() + wait
+        while time.time() < deadline and any(_running(p) for p in members()):
+            if reap is not None:
+                reap()
+            time.sleep(0.2)
+    notes.remove()
+    return len(seen)
+
+
+def children(pid: int | None = None) -> list:
+    """Every descendant of process ``pid`` (default: this one), as psutil.Process objects."""
+    import psutil
+
+    try:
+        return psutil.Process(pid or os.getpid()).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _running(p) -> bool:
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def shared_memory_of(pids) -> set[str]:
+    """The POSIX shared memory files (``/dev/shm/...``) the processes ``pids`` have mapped."""
+    found = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                for line in f:
+                    fields = line.rstrip("\n").split(maxsplit=5)
+                    if len(fields) == 6 and fields[5].startswith(SHM):
+                        found.add(fields[5].removesuffix(" (deleted)"))
+        except OSError:  # gone, or not ours to read
+            pass
+    return found
+
+
+def remove_shared_memory(paths) -> list[str]:
+    """Unlink those of ``paths`` (from `shared_memory_of`, noted while their processes ran) that exist and
+    that no process maps any more; returns the ones removed."""
+    paths = {p for p in paths if os.path.exists(p)}
+    if not paths:
+        return []
+    in_use = shared_memory_of(int(d) for d in os.listdir("/proc") if d.isdigit())
+    removed = []
+    for path in sorted(paths - in_use):
+        try:
+            os.unlink(path)
+            removed.append(path)
+        except OSError:
+            pass
+    if removed:
+        log.info("removed %d shared memory files the ended processes left: %s", len(removed), " ".join(removed))
+    return removed

@@ -1,0 +1,128 @@
+"""What a process that starts vLLM sets first (`vicurl.vllm_env`), in real processes: vLLM's children
+spawned (a forked child of a process whose OpenMP threads exist hangs), a temp folder that exists, one
+private temp folder however often it is asked for, and nothing left when the job is stopped. The engine's
+own start after a parallel op, through vLLM's CPU build: tests/gpu_path/test_vllm_engine.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vicurl import vllm_env
+
+# a forked child's first parallel op after the parent's: GNU OpenMP's threads are not in the child
+FORK_AFTER_PARALLEL = r"""
+import multiprocessing, sys, torch
+torch.set_num_threads(2)
+a = torch.randn(1500, 1500)
+float((a @ a).sum())  # the parent's OpenMP pool now has its threads
+
+def child():
+    torch.zeros((1024, 3300))
+
+if __name__ == "__main__":
+    p = multiprocessing.get_context(sys.argv[1]).Process(target=child)
+    p.start()
+    p.join(10)
+    print("hung" if p.is_alive() else "done", flush=True)
+    p.kill()
+"""
+
+
+def test_vllms_children_are_spawned_because_a_fork_after_parallel_work_hangs(tmp_path):
+    """Forked after the parent's parallel op, a child hangs at its first parallel op (what stalled the Qwen2
+    evaluation's engine start on an H200: the parent had converted the model on the CPU); spawned, it runs. So
+    every process that starts vLLM asks for spawn, unless its environment says otherwise."""
+    script = tmp_path / "fork.py"
+    script.write_text(FORK_AFTER_PARALLEL)
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    out = {m: subprocess.run([sys.executable, str(script), m], env=env, capture_output=True, text=True, timeout=120)
+           for m in ("fork", "spawn")}
+    assert out["fork"].stdout.split() == ["hung"] and out["spawn"].stdout.split() == ["done"], out
+    assert vllm_env.environment({})["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+    assert "VLLM_WORKER_MULTIPROC_METHOD" not in vllm_env.environment({"VLLM_WORKER_MULTIPROC_METHOD": "fork"})
+
+
+def test_a_tmpdir_missing_on_the_node_gives_the_systems_temp_folder(tmp_path, caplog):
+    """sbatch hands the job the submitting shell's TMPDIR, which the node may lack: the job runs in the
+    system's temp folder and says so once."""
+    missing = str(tmp_path / "login-node-session" / "tmp")
+    with caplog.at_level("WARNING", logger="vicurl.vllm_env"):
+        assert vllm_env.temp_folder({"TMPDIR": missing}) == "/tmp"
+        assert vllm_env.temp_folder({"TMPDIR": missing}) == "/tmp"
+    assert [r.getMessage() for r in caplog.records].count(
+        f"TMPDIR={missing} does not exist on this node or is not writable (sbatch passes on the submitting "
+        f"shell's TMPDIR): using /tmp") == 1
+    assert vllm_env.temp_folder({"TMPDIR": str(tmp_path)}) == str(tmp_path)
+    code = ("import tempfile; from vicurl import vllm_env; vllm_env.prepare(); "
+            "print(tempfile.NamedTemporaryFile(delete=False).name)")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": missing}, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    made = Path(out.stdout.strip())
+    assert made.parent.parent == Path("/tmp") and made.parent.name.startswith("vicurl-") and not made.parent.exists()
+
+
+def test_preparing_twice_keeps_one_private_folder(tmp_path, monkeypatch):
+    """A second call (a user's session that evaluates twice) neither nests a folder in the first nor replaces it."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(vllm_env, "_prepared", {})
+    vllm_env.prepare()
+    first = os.environ["TMPDIR"]
+    vllm_env.prepare()
+    assert os.environ["TMPDIR"] == first and Path(first).parent == tmp_path
+    assert [p.name for p in tmp_path.iterdir()] == [Path(first).name]
+
+
+# a job that prepared vLLM's environment and has a child holding shared memory and a file in the private folder,
+# as an evaluation with vLLM's engine core running has
+STOPPED_JOB = r"""
+import json, subprocess, sys, tempfile, time
+from vicurl import vllm_env
+vllm_env.prepare()
+child = subprocess.Popen([sys.executable, "-c",
+    "import signal, sys, tempfile, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"  # ended by the SIGKILL after the grace
+    "from multiprocessing import shared_memory\n"
+    "shm = shared_memory.SharedMemory(create=True, size=1 << 20)\n"
+    "tempfile.NamedTemporaryFile(delete=False).write(b'x')\n"
+    "print(shm.name, flush=True)\n"
+    "time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+print(json.dumps({"temp": tempfile.gettempdir(), "child": child.pid, "shm": child.stdout.readline().strip()}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_stopped_job_leaves_neither_its_temp_folder_nor_its_childrens_shared_memory(tmp_path):
+    """SIGTERM (SLURM's time limit, a preemption, scancel) to a process that prepared vLLM's environment:
+    within SLURM's default KillWait (30 s) its children are ended, the shared memory they held and its private
+    temp folder are removed, and it exits as stopped by SIGTERM. Python's default handler would leave all three."""
+    import psutil
+
+    job = subprocess.Popen([sys.executable, "-c", STOPPED_JOB], env={**os.environ, "TMPDIR": str(tmp_path)},
+                           stdout=subprocess.PIPE, text=True)
+    made = json.loads(job.stdout.readline())
+    assert Path(made["temp"]).parent == tmp_path and os.path.exists(f"/dev/shm/{made['shm']}")
+    start = time.time()
+    job.send_signal(signal.SIGTERM)
+    assert job.wait(timeout=30) == 128 + signal.SIGTERM
+    assert time.time() - start < 15
+    assert not psutil.pid_exists(made["child"]) or psutil.Process(made["child"]).status() == psutil.STATUS_ZOMBIE
+    assert not os.path.exists(f"/dev/shm/{made['shm']}") and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("stage", ["environment", "temp folder"])
+def test_tests_find_the_environment_as_the_last_test_left_it_before(stage):
+    """tests/conftest.py restores the environment after each test: this test sets what `prepare` sets, the next
+    parameter finds none of it."""
+    if stage == "environment":
+        os.environ["VICURL_LEAK_CHECK"] = "set by a test"
+    else:
+        assert "VICURL_LEAK_CHECK" not in os.environ
