@@ -17,8 +17,14 @@ first line and each log's name the card and the versions that gave the figures.
   shape_tied     the same at Qwen2.5-Math-1.5B's shape (tied)
   probe          measurements/probe_memory.py (the 1.5B shape)
   logprob        measurements/logprob_route.py
-  qwen2_eval     measurements/qwen2_eval.py --problems 16: an evaluation's generation with a Qwen2-family
-                 model at the 1.5B shape (vLLM's V1 model runner, the default's unseeded sampler)
+  qwen2_stall    measurements/qwen2_eval.py --parallel-op-first --fork --debug: the stalled evaluation's parent
+                 recreated (multi-threaded torch work on the CPU, then vLLM forking its engine core, as before
+                 vicurl.vllm_env asked for spawn): the engine start should stall, and every process print its
+                 stacks after 60 s (the engine core's in the input batch's allocation, under popen_fork)
+  qwen2_eval     measurements/qwen2_eval.py --parallel-op-first --problems 16: the same parent with the fix (vLLM
+                 spawns): an evaluation's generation with a Qwen2-family model at the 1.5B shape (vLLM's V1
+                 model runner, the default's unseeded sampler)
+  attention      measurements/attention_route.py: the training passes' attention routes at the 1.5B shape
 
 (measurements/gpu_memory.py is an estimate computed on the CPU: not a check here.) On an H200 a verl job takes
 about 3 minutes to its first rollout: the smoke check needs about 15 minutes with its interruption (smoke_whole about 11), a
@@ -71,8 +77,11 @@ def checks(shape_args: list[str], work: Path) -> dict[str, tuple[list[str] | Non
         "probe": ([PY, "measurements/probe_memory.py"], 100, 180),
         "logprob": ([PY, "measurements/logprob_route.py"], 30, 90),
         "shape_tied": (shape("qwen_math_1.5b", str(work / "shape_tied"), shape_args), 390, 600),
-        "qwen2_eval": ([PY, "measurements/qwen2_eval.py", "--out", str(work / "qwen2_eval"), "--problems", "16"],
-                       180, 300),
+        "qwen2_stall": ([PY, "measurements/qwen2_eval.py", "--out", str(work / "qwen2_stall"), "--problems", "16",
+                         "--parallel-op-first", "--fork", "--debug", "--dump-after", "60"], 120, 150),
+        "qwen2_eval": ([PY, "measurements/qwen2_eval.py", "--out", str(work / "qwen2_eval"), "--problems", "16",
+                        "--parallel-op-first"], 180, 300),
+        "attention": ([PY, "measurements/attention_route.py", "--out", str(work / "attention")], 240, 330),
     }
 
 

@@ -2,13 +2,17 @@
 
 The paper trains on 8 x A100 40GB. verl 0.9.1's FSDP2 actor keeps fp32 weights, fp32 gradients and
 AdamW's two fp32 moments, sharded over the node's GPUs; the reference model's weights are offloaded
-to the CPU (forward-only FSDP2 models get verl's CPUOffloadPolicy). Per GPU, W GPUs, N parameters,
-T tokens a micro-batch (``verl.max_token_len_per_gpu``, dynamic batch size), V the vocabulary:
+to the CPU (forward-only FSDP2 models get verl's CPUOffloadPolicy; its weights in bf16, the launcher's
+``ref.fsdp_config.model_dtype``). Per GPU, W GPUs, N parameters, T tokens a micro-batch of the update
+(``verl.max_token_len_per_gpu``, dynamic batch size), F of the forward-only passes (old-policy pass and
+reference, ``verl.forward_token_len_per_gpu``), V the vocabulary:
 
   resident      4N/W weights + 8N/W Adam moments (+ 4N/W gradients during the update);
                 ``param_offload`` / ``optimizer_offload`` move weights / moments to the CPU
-  activations   gradient checkpointing (verl's default): each layer's input, T * h * L * 2 bytes,
-                and one layer recomputed at a time, about T * (10 h + 3 i) * 2 bytes
+  activations   gradient checkpointing (``verl.gradient_checkpointing``, verl's default): each layer's
+                input, T * h * L * 2 bytes, and one layer recomputed at a time, about T * (10 h + 3 i) * 2
+                bytes; without it every layer's, about T * L * (10 h + 3 i) * 2 bytes (an estimate: a GPU
+                measures it, measurements/attention_route.py, "peak memory a token")
   logits        the launcher's config has verl compute log-probs and entropies with its fused kernels
                 (``use_fused_kernels``, torch backend): 512 tokens at a time from the hidden states,
                 so the logits' memory is k * 512 * V * 4 bytes whatever T, k measured below on the
@@ -121,12 +125,13 @@ def shape(hub_id: str) -> dict:
 
 def estimate(m: dict, v: VerlSettings, gpu_gb: float, k: tuple[float, float]) -> dict:
     """GB per GPU of each phase of a step (the module's formulas)."""
-    w, n, t = v.n_gpus_per_node, m["n"], v.max_token_len_per_gpu
+    w, n, t, f = v.n_gpus_per_node, m["n"], v.max_token_len_per_gpu, v.forward_token_len_per_gpu
     resident = (0 if v.param_offload else 4 * n / w) + (0 if v.optimizer_offload else 8 * n / w)
-    act = t * m["h"] * m["layers"] * 2 + t * (10 * m["h"] + 3 * m["i"]) * 2
+    layer = (10 * m["h"] + 3 * m["i"]) * 2  # bytes a token of one layer's activations
+    act = t * m["h"] * m["layers"] * 2 + t * layer if v.gradient_checkpointing else t * m["layers"] * layer
     rollout = resident + v.gpu_memory_utilization * gpu_gb * GB
+    old_pass = resident + f * layer + k[1] * (FUSED_CHUNK if fused_kernels() else f) * m["vocab"] * 4
     per = FUSED_CHUNK if fused_kernels() else t  # the tokens whose logits are held at once
-    old_pass = resident + t * (10 * m["h"] + 3 * m["i"]) * 2 + k[1] * per * m["vocab"] * 4
     update = resident + 4 * n / w + act + k[0] * per * m["vocab"] * 4
     phases = {"rollout": rollout, "old_pass": old_pass, "update": update}
     return {"resident": resident / GB, **{p: b / GB for p, b in phases.items()}, "peak": max(phases.values()) / GB}
@@ -142,16 +147,17 @@ def main() -> None:
     per = f"{FUSED_CHUNK}" if fused_kernels() else "T"
     print(f"logits factors over {per} * V * 4 bytes: update {k[0]:.2f}, old-policy pass {k[1]:.2f} "
           f"({'assumed' if a.no_measure else 'measured on this CPU, bf16'}; {route()})\n")
-    print(f"| model | verl settings | tokens a micro-batch | offload | resident | rollout | old-policy pass | update | "
-          f"peak / {a.gpu_gb:.0f} GB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| model | verl settings | tokens: update / forward | checkpointing | offload | resident | rollout | "
+          f"old-policy pass | update | peak / {a.gpu_gb:.0f} GB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     base = VerlSettings.from_dict(paper.get("verl"))
     for name, model in paper["models"].items():
         m = shape(model["hub_id"])
         for label, v in (("config/paper.yaml", base.for_model(name)), ("without verl.models", base.for_model(""))):
             e = estimate(m, v, a.gpu_gb, k)
             offload = "+".join(x for x, on in (("params", v.param_offload), ("optimizer", v.optimizer_offload)) if on)
-            print(f"| {name} | {label} | {v.max_token_len_per_gpu:,} | {offload or '-'} | {e['resident']:.1f} | "
+            print(f"| {name} | {label} | {v.max_token_len_per_gpu:,} / {v.forward_token_len_per_gpu:,} | "
+                  f"{'on' if v.gradient_checkpointing else 'off'} | {offload or '-'} | {e['resident']:.1f} | "
                   f"{e['rollout']:.1f} | {e['old_pass']:.1f} | {e['update']:.1f} | {e['peak']:.1f}"
                   f"{' OVER' if e['peak'] > a.gpu_gb * 0.9 else ''} |")
 

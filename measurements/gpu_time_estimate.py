@@ -115,13 +115,19 @@ def arch_of(kind: str, kw: dict) -> Arch:
 class Assumptions:
     bf16_peak: float = 312e12
     fp32_peak: float = 19.5e12
-    # verl's old-policy pass, reference and update (FSDP2, bf16, packed sequences, gradient checkpointing):
-    # measured on an H200 at the 1.5B shape (paper_shape_steps.py, step 1, 228k tokens on one GPU: 50.6 s
-    # for the three, 71-95 TFLOP/s by this file's count; docs/verl.md, "What has run on a GPU"). ASSUMED: an
-    # A100 takes twice the H200's time (between 1, these phases bound by overheads, and 2.35, the ratio
-    # of the cards' memory bandwidths; 2.5 for their bf16 peaks): 101 s here, 0.12 of the A100's peak.
+    # verl's old-policy pass, reference and update, TODAY'S ROUTE (FSDP2, bf16, packed sequences under sdpa's
+    # dense block mask, gradient checkpointing): measured on an H200 at the 1.5B shape (paper_shape_steps.py,
+    # step 1, 228k tokens on one GPU: 50.6 s for the three, 0.265 of an A100's bf16 peak by this file's count;
+    # docs/verl.md, "What has run on a GPU"). ASSUMED: an A100 takes 2.4 times the H200's time on these
+    # GEMM-bound passes (2.35, the ratio of the cards' memory bandwidths, 4.8 against 2.04 TB/s; 2.5, of their
+    # bf16 rates, the H200's 790 TFLOP/s measured against the A100's 312): 0.265 / 2.4 = 0.11 of the A100's
+    # peak. The launcher's route since (each packed sequence's own attention, vicurl.engines.verl.varlen_attention;
+    # larger forward micro-batches) is not measured yet: measurements/attention_route.py on a GPU gives its rate.
     # The 7B's larger matmuls likely run at a higher share: its estimate is on the safe side.
-    mfu_train: float = 0.12
+    mfu_train: float = 0.265 / 2.4
+    # the update's time without gradient checkpointing against with it (config verl.gradient_checkpointing):
+    # ASSUMED 3/4, no forward recomputed (on the H200 the update took 4.0 times the old-policy pass, with it)
+    update_without_checkpointing: float = 0.75
     util_fp32: float = 0.6  # the probe's FP32 matmuls, one 3.5k-token sequence at a time
     vllm_tps_1p5b: float = 15000.0  # vLLM output tokens/s per A100, 1.5B model, large batch
     vllm_step_s: float = 0.025  # one decode step of a full batch (the longest sample's floor)
@@ -325,7 +331,9 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
         # old log-probs (a forward of every row), then the reference log-probs (a forward) and the update
         # (forward + backward) of the rows the curriculum keeps (the others leave the batch: train.skip_dropped)
         share = kept_share(s, runs_lib.start_step(cfg, run))
-        train_flops = s["batch_size"] * s["group_size"] * ctx * (1 + 4 * share) * a.fwd_flops(ctx / 2)
+        # the update's 3 forwards' work takes 4 with gradient checkpointing, the measured rate's: counted as 3
+        update = 1.0 if runs_lib.verl_settings(cfg, run.model).gradient_checkpointing else A.update_without_checkpointing
+        train_flops = s["batch_size"] * s["group_size"] * ctx * (1 + share * (1 + 3 * update)) * a.fwd_flops(ctx / 2)
         rows_ctx = s["batch_size"] * s["group_size"] * ctx
         # the LM head's share of train_flops, at its own measured rate: forward in the old and reference
         # passes, forward + backward in the update
@@ -398,7 +406,7 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
 
 
 NOTES = {
-    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.0%} (an H200's measured rate at 1.5B, an A100 assumed 2x slower); +{verl_step_overhead_s:.0f} s/step, +{verl_save_s:.0f} s a save; LM head (verl's fused kernels) at {head_share_fwd:.1%} (fwd) and {head_share_train:.1%} (fwd/bwd) of peak (an H200's measured shares)",
+    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.1%} (an H200's measured rate at 1.5B on today's route, an A100 assumed 2.4x slower; the update x {update_without_checkpointing:.2f} without gradient checkpointing); +{verl_step_overhead_s:.0f} s/step, +{verl_save_s:.0f} s a save; LM head (verl's fused kernels) at {head_share_fwd:.1%} (fwd) and {head_share_train:.1%} (fwd/bwd) of peak (an H200's measured shares)",
     "generate_checkpoint": "vLLM, 1 GPU, a checkpoint's benchmarks: {vllm_tps_1p5b:,.0f} tok/s at 1.5B (x 1.5B/N), >= max_new x {vllm_step_s:.3f} s, +{vllm_start_s:.0f} s start",
     "prompt_stats": "as generate_checkpoint (eval.engine vllm): k samples of every training prompt",
     "probe": "HF generate bf16 {hf_tps_1p5b:,.0f} tok/s at 1.5B; FP32 scoring + 4 x 256 fwd/bwd at {util_fp32:.0%} of 19.5 TFLOP/s",

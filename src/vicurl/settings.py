@@ -87,12 +87,14 @@ class TrainSettings:
 class VerlSettings:
     """The config's ``verl`` section (config/schema.yaml describes each key)."""
 
-    attn_implementation: str = "sdpa"
+    attn_implementation: str = "vicurl_varlen"  # vicurl.engines.verl.varlen_attention
     n_gpus_per_node: int = 8
     nnodes: int = 1
     rollout_tensor_parallel: int = 1
     gpu_memory_utilization: float = 0.6
-    max_token_len_per_gpu: int = 16384
+    max_token_len_per_gpu: int = 16384  # the update's micro-batch (it holds the activations for the backward)
+    forward_token_len_per_gpu: int = 32768  # the old-policy pass's and the reference's (forward only)
+    gradient_checkpointing: bool = True  # the update recomputes each layer's forward in its backward
     cpus_per_gpu: int = 8  # the train rule's resources, from here down
     runtime: int = 1440
     runtime_scale: dict[str, float] = field(default_factory=dict)

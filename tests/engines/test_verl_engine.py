@@ -46,7 +46,7 @@ from vicurl.engines.verl.sampler import CurriculumSampler
 from vicurl.engines.verl.trainer import OVERRIDES, VICuRLTrainer
 from vicurl.prompts import build_prompts
 from vicurl.sampling import Rollouts
-from vicurl.settings import TrainSettings
+from vicurl.settings import TrainSettings, VerlSettings
 
 from harness import DEMO, ENGINE_RUN, LAUNCHER_RUN, REPO, settings_for
 
@@ -454,7 +454,13 @@ def test_paper_runs_compose_with_verls_config(tmp_path):
         assert c.trainer.total_training_steps == settings["total_steps"]
         assert c.trainer.save_freq == settings["save_every"]  # resume saves; the trainer saves evaluated steps itself
         assert "hf_model" not in a.actor.checkpoint.save_contents  # exports are merged from the shards
-        assert a.model.override_config.attn_implementation == "sdpa" and a.model.use_remove_padding
+        assert a.model.override_config.attn_implementation == "vicurl_varlen" and a.model.use_remove_padding
+        assert a.ref.fsdp_config.model_dtype == "bf16"  # the reference's weights in its compute dtype
+        verl = VerlSettings.from_dict(cfg.get("verl"))  # the section these overrides were given
+        assert a.actor.ppo_max_token_len_per_gpu == verl.max_token_len_per_gpu  # the update's budget
+        assert a.ref.log_prob_max_token_len_per_gpu == a.rollout.log_prob_max_token_len_per_gpu \
+            == verl.forward_token_len_per_gpu > verl.max_token_len_per_gpu  # the forward-only passes': larger
+        assert a.model.enable_gradient_checkpointing == verl.gradient_checkpointing
         assert a.model.custom_chat_template == VERBATIM_TEMPLATE and c.vicurl.vocab_size == 151936
         assert a.rollout.seed == rollout_seeds.engine_seed(settings["seed"], 0)
     assert seen

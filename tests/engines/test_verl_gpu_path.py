@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 
 from vicurl import vllm_env
 from vicurl.data import schema
-from vicurl.engines.verl import export, launch
+from vicurl.engines.verl import export, launch, varlen_attention
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
 from vicurl.engines.verl.trainer import CURRICULUM_STATE, VICuRLTrainer
 from vicurl.long_prompts import fit, prompt_lengths, training_limit
@@ -74,10 +74,12 @@ def load_like_verls_engine(model_config):
 
 
 def test_the_launchers_model_config_loads_through_verls_own_code(chat_model_dir, tmp_path):
+    """The launcher's attention (`varlen_attention`, which verl's processes import as this test module does)
+    through verl's model config and its engine's loading."""
     mc = verl_model_config(launcher_config(chat_model_dir, tmp_path))
-    assert mc.hf_config._attn_implementation == "sdpa" and mc.use_remove_padding
+    assert mc.hf_config._attn_implementation == varlen_attention.NAME and mc.use_remove_padding
     model = load_like_verls_engine(mc)
-    assert model.config._attn_implementation == "sdpa"
+    assert model.config._attn_implementation == varlen_attention.NAME
 
 
 def test_verls_default_attention_needs_flash_attn(chat_model_dir, tmp_path):
@@ -94,13 +96,19 @@ def test_verls_default_attention_needs_flash_attn(chat_model_dir, tmp_path):
         load_like_verls_engine(mc)
 
 
-def test_packed_sdpa_log_probs_equal_one_sequence_at_a_time(chat_model_dir, tmp_path):
+@pytest.mark.parametrize("attention", [varlen_attention.NAME, "sdpa"])
+def test_packed_log_probs_equal_one_sequence_at_a_time(attention, chat_model_dir, tmp_path):
     """verl's remove-padding forward (sequences packed in one row, attention_mask None, position ids
-    restarting at each sequence: ``FSDPEngineWithLMHead.prepare_model_inputs``) under sdpa attends
-    within each sequence only: the log-probs equal those of each sequence alone."""
+    restarting at each sequence: ``FSDPEngineWithLMHead.prepare_model_inputs``) attends within each
+    sequence only, under the launcher's attention (each sequence its own causal attention; on the CPU one
+    at a time) and under sdpa (a dense block mask transformers builds from the position ids): the log-probs
+    equal those of each sequence alone. So does a padded batch (a 2D mask, which the packed route never
+    passes) under the launcher's attention."""
     from verl.utils.torch_functional import logprobs_from_logits
 
-    model = load_like_verls_engine(verl_model_config(launcher_config(chat_model_dir, tmp_path))).eval()
+    config = launcher_config(chat_model_dir, tmp_path, verl={"attn_implementation": attention})
+    model = load_like_verls_engine(verl_model_config(config)).eval()
+    assert model.config._attn_implementation == attention
     g = torch.Generator().manual_seed(0)
     seqs = [torch.randint(5, model.config.vocab_size, (n,), generator=g) for n in (7, 12, 3, 9)]
     input_ids = torch.nested.as_nested_tensor(seqs, layout=torch.jagged)
@@ -110,12 +118,18 @@ def test_packed_sdpa_log_probs_equal_one_sequence_at_a_time(chat_model_dir, tmp_
                        position_ids=position_ids.values().unsqueeze(0), use_cache=False).logits[0]  # as verl calls it
         rolled = torch.roll(input_ids.values(), shifts=-1)
         packed = logprobs_from_logits(logits, rolled)
-        start = 0
+        start, alone = 0, []
         for s in seqs:
-            alone = model(input_ids=s[None]).logits[0]
-            lp = logprobs_from_logits(alone[:-1], s[1:])
+            alone.append(model(input_ids=s[None], use_cache=False).logits[0])
+            lp = logprobs_from_logits(alone[-1][:-1], s[1:])
             torch.testing.assert_close(packed[start : start + len(s) - 1], lp, atol=1e-5, rtol=1e-5)
             start += len(s)
+        if attention == varlen_attention.NAME:
+            padded = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True)
+            mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(s), dtype=torch.long) for s in seqs], batch_first=True)
+            logits = model(input_ids=padded, attention_mask=mask, use_cache=False).logits
+            for row, one in zip(logits, alone):
+                torch.testing.assert_close(row[: len(one)], one, atol=1e-5, rtol=1e-5)
 
 
 # ---------------------------------------------------------------- 2., 4. exports: merged shards, base tokenizer
@@ -676,6 +690,7 @@ from omegaconf import OmegaConf
 from torch.distributed.fsdp import FSDPModule
 from transformers import AutoModelForCausalLM
 from verl.models.transformers import dense_common
+from vicurl.engines.verl import varlen_attention  # as VERL_USE_EXTERNAL_MODULES imports it in verl's workers
 from verl.utils import torch_functional as verl_F
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
@@ -692,7 +707,8 @@ module = engine._build_fsdp_module(engine._build_module())  # FSDP2 over the ran
 assert type(module).forward is dense_common.forward_with_torch_backend, type(module).forward  # the fused route
 units = [n for n, m in module.named_modules() if isinstance(m, FSDPModule)]
 head_in_root = "lm_head" not in units
-plain = AutoModelForCausalLM.from_pretrained(model_cfg.path, torch_dtype=torch.float32)
+assert module.config._attn_implementation == varlen_attention.NAME  # the launcher's attention
+plain = AutoModelForCausalLM.from_pretrained(model_cfg.path, torch_dtype=torch.float32, attn_implementation="sdpa")
 
 # two sequences packed as verl packs them, the same on every rank (FSDP averages the ranks' gradients)
 torch.manual_seed(0)
@@ -702,13 +718,13 @@ labels = torch.roll(ids, -1, dims=-1)
 T = 0.7
 w_lp, w_ent = torch.randn(23), torch.randn(23)
 
-out = module(input_ids=ids, position_ids=pos, temperature=T, return_dict=True, shift_labels=labels)
+out = module(input_ids=ids, position_ids=pos, temperature=T, return_dict=True, shift_labels=labels, use_cache=False)
 fused = (out.log_probs.squeeze(0), out.entropy.squeeze(0))
 ((fused[0] * w_lp).sum() + (fused[1] * w_ent).sum()).backward()
 g_fused = {n: p.grad.full_tensor() for n, p in module.named_parameters()}
 
-# verl patched the class's forward: the logits through the modules themselves
-logits = plain.lm_head(plain.model(input_ids=ids, position_ids=pos)[0]).squeeze(0) / T
+# verl patched the class's forward: the logits through the modules themselves, under sdpa's dense block mask
+logits = plain.lm_head(plain.model(input_ids=ids, position_ids=pos, use_cache=False)[0]).squeeze(0) / T
 ref = (verl_F.logprobs_from_logits(logits, labels.squeeze(0)), verl_F.entropy_from_logits(logits))
 ((ref[0] * w_lp).sum() + (ref[1] * w_ent).sum()).backward()
 
@@ -798,8 +814,9 @@ def test_fsdp2_ranks_take_the_fused_route_tied_or_untied(family, paper_families,
     its own, the fused forward's matmul met a sharded DTensor: ``got mixed torch.Tensor and DTensor``), as
     a tied one, the embedding's weight, is. Log-probs, entropies and every parameter's gradient (gathered over
     the ranks) equal verl's functions of the full logits of the unsharded model, at a temperature and on
-    packed sequences (without fused kernels and without flash-attn verl loops over token rows: 11x slower
-    on an H200)."""
+    two packed sequences of unequal lengths (without fused kernels and without flash-attn verl loops over
+    token rows: 11x slower on an H200); the engine's attention is the launcher's (`varlen_attention`: each
+    sequence its own, on the CPU one at a time), the unsharded model's today's sdpa over its dense block mask."""
     model = paper_families[family]
     config = launcher_config(model, tmp_path)
     config.actor_rollout_ref.model.tokenizer_path = str(chat_model_dir)  # the Qwen2 stand-ins carry none

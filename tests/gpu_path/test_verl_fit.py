@@ -10,7 +10,7 @@ Runs (about 2-3 minutes each on 2 cores, most of it starting Ray's workers and v
                             stopped inside step 2's export (after its save), then resumed
   SENT, oracle reward       1 rank: a curriculum that proposes each step's prompts (the sampler)
   VCRL, oracle reward       4 ranks: replay from its memory bank over 4 replicas and 8 agent-loop workers
-  a broken rollout engine   1 rank: the step timeout ends it
+  a broken rollout engine   1 rank: the step timeout ends it (it waits, beside the stopped run's launches)
 """
 
 from __future__ import annotations
@@ -331,7 +331,6 @@ def test_every_replica_samples_from_the_weights_the_last_update_made(entropy_run
             mine = torch.as_tensor(servers == server)
             got = {"synced": float(synced[mine].mean()), "bf16 here": float(rounding[mine].mean()),
                    "one update earlier": float(stale[mine].mean())}
-            print("FIGURES sync", step, server, got)  # TEMP
             assert got["synced"] < BF16_PATHS * got["bf16 here"] and got["one update earlier"] > 10 * got["synced"], \
                 (step, server, got)
     for run, base in ((a, entropy_runs.model), (entropy_runs.sent, entropy_runs.tied_model)):
@@ -341,7 +340,6 @@ def test_every_replica_samples_from_the_weights_the_last_update_made(entropy_run
             m = old["response_mask"].float()
             rounding = float((bf16_rounding(model, old) * m.sum(-1)).sum() / m.sum())  # a token mean, as verl's
             got = (row["rollout/probs_diff_mean"], rounding)
-            print("FIGURES metric", run.name, row["step"], got)  # TEMP
             assert row["rollout/probs_diff_mean"] < BF16_PATHS * rounding, (run.name, row["step"], got)
     written = {run: sorted(p.stat().st_mtime for p in (run / "recorded").glob("*.pt")) for run in (a, entropy_runs.sent)}
     assert written[a][0] < written[entropy_runs.sent][-1] and written[entropy_runs.sent][0] < written[a][-1], written
@@ -462,7 +460,6 @@ def test_the_exports_are_the_actors_weights_and_generate(entropy_runs, engine_ar
             w.copy_(w.bfloat16().float())
     rounding = off(actor)
     got = {"fp32": fp32, "bf16 weights": rounding, "exports": exports}
-    print("FIGURES exports", got)  # TEMP
     assert fp32 < rounding / 10 and exports[2] == pytest.approx(rounding, rel=1e-3), got
     assert min(exports[1], exports[3]) > 10 * exports[2], got
     weights = load_file(a / "checkpoints" / "step3" / "model.safetensors")  # the head stays the model's own
@@ -544,7 +541,6 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
         weights = load_weights(tmp_path / "vcrl", step, tiny_model_dir)
         for rec in (main, replay):  # the replicas sample from the actor's weights, up to bf16 rounding
             got = (float(row_sync(rec).mean()), float(bf16_rounding(weights, rec).mean()))
-            print("FIGURES vcrl", step, got)  # TEMP
             assert got[0] < BF16_PATHS * got[1], (step, got)
 
 

@@ -71,7 +71,8 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
     mini = s.mini_batch_size or b
     kl = float(s.kl_coef)
     work = Path(work_dir)
-    max_tok = max(int(v.max_token_len_per_gpu), int(s.max_prompt_length) + int(s.max_response_length))
+    longest = int(s.max_prompt_length) + int(s.max_response_length)  # a sequence fits a micro-batch whole
+    max_tok, forward_tok = (max(int(t), longest) for t in (v.max_token_len_per_gpu, v.forward_token_len_per_gpu))
     # the constant part is the config this composes (vicurl_ppo_trainer.yaml); here what the run sets
     out = {
         # data
@@ -88,7 +89,8 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "actor_rollout_ref.model.path": model_path,
         "actor_rollout_ref.model.custom_chat_template": VERBATIM_TEMPLATE,
         # verl's model config asks transformers for flash_attention_2 unless told otherwise, and the vllm
-        # extra does not install flash-attn. sdpa is torch's own (docs/verl.md, "Attention")
+        # extra does not install flash-attn: the packed sequences' own attention through torch's varlen kernel
+        # (varlen_attention, registered in every process: VERL_MODULES; docs/verl.md, "Attention")
         "+actor_rollout_ref.model.override_config.attn_implementation": str(v.attn_implementation),
         "actor_rollout_ref.actor.optim.lr": float(s.lr),
         "actor_rollout_ref.actor.optim.weight_decay": float(s.weight_decay),
@@ -105,9 +107,11 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "actor_rollout_ref.actor.kl_loss_coef": kl,
         "actor_rollout_ref.actor.kl_loss_type": s.kl_type,
         "actor_rollout_ref.actor.loss_agg_mode": s.loss_agg_mode,
+        # the update's budget and checkpointing; the forward-only passes take larger micro-batches
+        "actor_rollout_ref.model.enable_gradient_checkpointing": bool(v.gradient_checkpointing),
         "actor_rollout_ref.actor.fsdp_config.param_offload": bool(v.param_offload),
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload": bool(v.optimizer_offload),
-        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": max_tok,
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": forward_tok,
         # rollouts
         "actor_rollout_ref.rollout.n": g,
         "actor_rollout_ref.rollout.temperature": float(s.temperature),
@@ -121,7 +125,7 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         # the context vLLM serves: unset, verl takes the model's (131,072 tokens for Llama-3.2-3B and
         # R1-Distill) and vLLM must hold a KV cache that long beside the actor
         "actor_rollout_ref.rollout.max_model_len": int(s.max_prompt_length) + int(s.max_response_length),
-        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": max_tok,
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": forward_tok,  # the old-policy pass
         # files of this package: the agent loop that seeds the rollout requests (reproducible), the zero reward
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(rollout_seeds.AGENT_LOOPS),
         "reward.custom_reward_function.path": str(Path(__file__).with_name("reward_fn.py")),
@@ -315,7 +319,8 @@ def ray_worker_variables(env: Mapping[str, str], base: Mapping[str, str]) -> lis
 
 # the project's patches of verl, imported by `import verl` in every process of a run (Ray's workers and vLLM's
 # worker processes inherit the variable): each answers a line of verl 0.9.1 that a test watches
-VERL_MODULES = ("vicurl.engines.verl.fsdp_wrap", "vicurl.engines.verl.colocate_socket")
+VERL_MODULES = ("vicurl.engines.verl.fsdp_wrap", "vicurl.engines.verl.colocate_socket",
+                "vicurl.engines.verl.varlen_attention")
 
 
 def verl_environment(env: dict[str, str]) -> dict[str, str]:

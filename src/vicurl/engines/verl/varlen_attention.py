@@ -1,0 +1,123 @@
+"""Attention over verl's packed micro-batches without a dense mask (``attn_implementation: vicurl_varlen``).
+
+verl packs a micro-batch's responses into one row, their positions restarting at 0 at each sequence, with
+no attention mask (``use_remove_padding``). Under SDPA, transformers sees the packing in the position ids
+and builds a dense block-causal T x T mask (``masking_utils.create_causal_mask``): SDPA then loses its
+causal flash kernel and computes every one of the T^2 pairs, about 9 times the useful attention work for a
+16k pack of 4-5 responses. The flash-attn package would take the packed route, but it is sources only on
+the package index (an nvcc build on every cluster).
+
+Here each sequence attends causally to itself alone: the segments come from the position ids (a sequence
+starts where its position is 0, as transformers' flash path reads them, ``prepare_fa_kwargs_from_position_ids``),
+and
+
+    on a GPU (bf16 / fp16)   torch's own ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention's
+                             variable-length kernel inside torch >= 2.10: no extra package), causal,
+                             grouped-query heads through ``enable_gqa`` or repeated key/value heads
+    elsewhere (the CPU)      ``scaled_dot_product_attention`` one segment at a time, causal
+
+A padded batch (a 2D attention mask, which verl's packed route never passes) is read the same way, each
+row's unmasked tokens a segment. Registered with transformers' attention and mask interfaces at import;
+verl imports this module in every process of a run (``VERL_USE_EXTERNAL_MODULES``, the launcher's
+``VERL_MODULES``), before it builds a model.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import torch
+import torch.nn.functional as F
+
+NAME = "vicurl_varlen"
+
+
+def segments(position_ids: torch.Tensor) -> torch.Tensor:
+    """The cumulative sequence boundaries (int32, starting 0, ending at the token count) of the sequences
+    packed in ``position_ids`` (flattened): each starts where its position is 0."""
+    flat = position_ids.reshape(-1)
+    starts = (flat == 0).nonzero().view(-1)
+    if starts.numel() == 0 or starts[0] != 0:
+        starts = torch.cat([starts.new_zeros(1), starts])
+    return torch.cat([starts, starts.new_tensor([flat.numel()])]).to(torch.int32)
+
+
+def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+              sliding_window: int | None = None, position_ids: torch.Tensor | None = None, **kwargs):
+    """transformers' attention interface: ``query`` (B, H, T, D), ``key``/``value`` (B, H_kv, T, D) ->
+    (B, T, H, D), no attention weights."""
+    if dropout:
+        raise ValueError(f"{NAME}: attention dropout is not supported (the paper's models train without it)")
+    if sliding_window is not None:
+        raise ValueError(f"{NAME}: sliding-window attention is not supported; set attn_implementation: sdpa")
+    b, h, t, d = query.shape
+    if key.shape[2] != t:
+        raise ValueError(f"{NAME}: keys and queries of different lengths (a KV cache): training passes only")
+    q, k, v = (x.transpose(1, 2).reshape(b * t, x.shape[1], d) for x in (query, key, value))
+    if attention_mask is None:
+        cu = segments(position_ids) if position_ids is not None else \
+            torch.arange(0, b * t + 1, t, dtype=torch.int32, device=query.device)
+        out = packed(q, k, v, cu.to(query.device), scaling)
+    else:  # a padded batch: each row's unmasked tokens are a sequence
+        keep = attention_mask.reshape(-1).bool()
+        lengths = attention_mask.bool().sum(-1).to(torch.int32)
+        cu = F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
+        out = q.new_zeros(q.shape)
+        out[keep] = packed(q[keep], k[keep], v[keep], cu, scaling)
+    return out.view(b, t, h, d), None
+
+
+def packed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, scale: float | None) -> torch.Tensor:
+    """Causal attention of each segment ``cu[i]:cu[i+1]`` of the packed (T, H, D) tensors to itself."""
+    if q.is_cuda and q.dtype in (torch.bfloat16, torch.float16):
+        return varlen_kernel(q, k, v, cu, int((cu[1:] - cu[:-1]).max()), scale)
+    return by_segment(q, k, v, cu, scale)
+
+
+def by_segment(q, k, v, cu, scale):
+    """The CPU's route (and any dtype flash does not take): SDPA, causal, one segment at a time."""
+    out = []
+    for start, end in zip(cu[:-1].tolist(), cu[1:].tolist()):
+        seg = [x[start:end].transpose(0, 1).unsqueeze(0) for x in (q, k, v)]  # (1, H, L, D)
+        o = F.scaled_dot_product_attention(*seg, is_causal=True, scale=scale, enable_gqa=seg[0].shape[1] != seg[1].shape[1])
+        out.append(o[0].transpose(0, 1))
+    return torch.cat(out) if out else q.new_zeros(q.shape)
+
+
+def varlen_kernel(q, k, v, cu, max_len, scale):
+    """torch's variable-length flash attention, causal: its keyword for it by version (torch 2.10
+    ``is_causal``; 2.11 on ``window_size=(-1, 0)``), grouped-query heads natively where it takes
+    ``enable_gqa``, else the key/value heads repeated."""
+    from torch.nn.attention.varlen import varlen_attn
+
+    params = _varlen_parameters()
+    causal = {"window_size": (-1, 0)} if "window_size" in params else {"is_causal": True}
+    if k.shape[1] != q.shape[1]:
+        if "enable_gqa" in params:
+            causal["enable_gqa"] = True
+        else:
+            group = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    return varlen_attn(q, k, v, cu, cu, max_len, max_len, scale=scale, **causal)
+
+
+@functools.lru_cache(maxsize=1)
+def _varlen_parameters() -> frozenset[str]:
+    from torch.nn.attention.varlen import varlen_attn
+
+    return frozenset(inspect.signature(varlen_attn).parameters)
+
+
+def register() -> None:
+    """``NAME`` as transformers' attention implementation, with flash attention's mask function: no mask
+    where nothing is padded (verl's packed micro-batches), the 2D padding mask otherwise."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
+
+    AttentionInterface.register(NAME, attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, flash_attention_mask)
+
+
+register()
