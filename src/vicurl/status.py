@@ -135,11 +135,12 @@ def sacct(job_ids: Iterable[str]) -> dict[str, tuple[str, float, int]]:
     """SLURM's record of each job: (state, elapsed seconds, GPUs); empty where there is no SLURM. An array
     task (the SLURM plugin's ``--slurm-array-jobs``: Snakemake marks its jobs ``<array id>_<task>``) is found
     under that name and under its own job id (SLURM_JOB_ID inside it, which its log names)."""
-    ids = sorted({str(j) for j in job_ids if j})
+    ids = {str(j) for j in job_ids if j}
+    ids |= {j.split("_")[0] for j in ids if "_" in j}  # an array's waiting tasks are one line of the array's id
     if not ids or shutil.which("sacct") is None:
         return {}
     try:
-        out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids),
+        out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", ",".join(sorted(ids)),
                               "--format=JobID,JobIDRaw,State,ElapsedRaw,AllocTRES"],
                              capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:

@@ -188,6 +188,7 @@ def save_fsdp_checkpoint(config, actor_dir: Path, tmp_path: Path, step: int, wor
     OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(world_size),
            "OMP_NUM_THREADS": "1"}
+    env.update(launch.verl_environment(env))  # the project's modules in verl, as its workers import them
     procs = [subprocess.Popen([sys.executable, str(script), str(model_cfg), str(actor_dir), str(step), mode],
                               env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(world_size)]
@@ -228,6 +229,24 @@ def test_an_export_renders_the_base_models_chat_prompt(chat_model_dir, saved_ste
     model, ref = AutoModelForCausalLM.from_pretrained(dest), AutoModelForCausalLM.from_pretrained(chat_model_dir)
     for (name, p), (_, q) in zip(model.state_dict().items(), ref.state_dict().items()):
         torch.testing.assert_close(p.float(), (q + 0.01).bfloat16().float(), msg=name)
+
+
+def test_an_export_is_made_and_loaded_where_the_launchers_attention_is_unknown(chat_model_dir, saved_step, tmp_path):
+    """verl saves the training's attention (`varlen_attention`'s name) in the checkpoint's config. The
+    launcher's own process merges a checkpoint a killed job left unexported, and an evaluation loads the export,
+    neither having imported verl's external modules: the export is made there, and names no attention."""
+    _, ckpt = saved_step
+    actor = export.step_dir(ckpt, 3) / "actor"
+    assert json.loads((actor / "huggingface" / "config.json").read_text())["attn_implementation"] == varlen_attention.NAME
+    dest = tmp_path / "step3"
+    code = ("import sys; from vicurl.engines.verl import export; export.export_step(sys.argv[1], sys.argv[2], sys.argv[3]); "
+            "from transformers import AutoModelForCausalLM; m = AutoModelForCausalLM.from_pretrained(sys.argv[2]); "
+            "print(m.config._attn_implementation)")
+    out = subprocess.run([sys.executable, "-c", code, str(actor), str(dest), str(chat_model_dir)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "attn_implementation" not in json.loads((dest / "config.json").read_text())
+    assert out.stdout.split()[-1] == "sdpa"  # transformers' own choice for a plain model
 
 
 def test_a_killed_export_is_redone_and_a_rotated_one_is_refused(chat_model_dir, saved_step, tmp_path):
@@ -653,6 +672,7 @@ def run_engine_script(code: str, model_dir, work) -> subprocess.CompletedProcess
     OmegaConf.save(config.actor_rollout_ref.actor, actor_cfg, resolve=True)
     script.write_text(code)
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    env.update(launch.verl_environment(env))  # the project's modules in verl, as its workers import them
     return subprocess.run([sys.executable, str(script), str(model_cfg), str(actor_cfg)], env=env, capture_output=True,
                           text=True, timeout=300)
 

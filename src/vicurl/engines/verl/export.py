@@ -67,6 +67,8 @@ def export_step(actor_dir: str | Path, dest: str | Path, base_model: str | Path)
     from verl.model_merger.base_model_merger import ModelMergerConfig
     from verl.model_merger.fsdp_model_merger import FSDPModelMerger
 
+    from vicurl.engines.verl import varlen_attention  # the saved config names it: the merger builds the model
+
     actor_dir = Path(actor_dir)
     if not (actor_dir / "fsdp_config.json").exists():
         raise RuntimeError(f"{actor_dir} is not a complete verl FSDP checkpoint (no fsdp_config.json)")
@@ -74,7 +76,17 @@ def export_step(actor_dir: str | Path, dest: str | Path, base_model: str | Path)
         cfg = ModelMergerConfig(operation="merge", backend="fsdp", local_dir=str(actor_dir), target_dir=str(tmp),
                                 hf_model_config_path=str(actor_dir / "huggingface"))
         FSDPModelMerger(cfg).merge_and_save()
+        plain_attention(tmp / "config.json", varlen_attention.NAME)
         use_base_tokenizer(tmp, base_model)
+
+
+def plain_attention(config_json: Path, name: str) -> None:
+    """An export is a plain Hugging Face model: the training's attention (verl saves it in the config, and only
+    a process that imported `varlen_attention` knows it) is left out, and whoever loads the export picks its own."""
+    config = json.loads(config_json.read_text())
+    if config.get("attn_implementation") == name:
+        del config["attn_implementation"]
+        config_json.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def missing_exports(work_dir: str | Path, export_steps, checkpoint_dir: str | Path) -> list[int]:
