@@ -23,12 +23,19 @@ log = logging.getLogger(__name__)
 SHM = "/dev/shm/"
 
 
+# what Python's multiprocessing names its shared memory and its semaphores (vLLM's queues, the libraries' locks)
+LIBRARY_NAMES = ("psm_", "sem.mp-")
+
+
 class SharedMemoryNotes:
     """The POSIX shared memory some processes mapped, noted while they run; ``remove`` unlinks what is left of
-    it once no process maps it."""
+    it once no process maps it, and what the libraries (``LIBRARY_NAMES``) created in /dev/shm since the notes
+    began and no process maps: a process killed at its start, before anyone could note it, leaves its
+    semaphores there too (seen: a run interrupted while Ray's workers started)."""
 
     def __init__(self):
         self.paths: set[str] = set()
+        self.start = time.time()
         self._lock = threading.Lock()
 
     def note(self, pids) -> None:
@@ -51,7 +58,24 @@ class SharedMemoryNotes:
     def remove(self) -> list[str]:
         with self._lock:
             paths = set(self.paths)
-        return remove_shared_memory(paths)
+        return remove_shared_memory(paths | created_since(self.start))
+
+
+def created_since(start: float) -> set[str]:
+    """This user's files in /dev/shm named as the libraries name theirs, changed since ``start``."""
+    found = set()
+    try:
+        entries = list(os.scandir(SHM))
+    except OSError:
+        return found
+    for e in entries:
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if e.name.startswith(LIBRARY_NAMES) and st.st_uid == os.getuid() and st.st_ctime >= start - 1:
+            found.add(e.path)
+    return found
 
 
 def end(members, grace: float, reap=None, notes: SharedMemoryNotes | None = None) -> int:

@@ -31,7 +31,11 @@ LOOP = textwrap.dedent("""
         "    from multiprocessing import shared_memory\\n"
         "    shm = shared_memory.SharedMemory(create=True, size=1 << 20)\\n"
         "    open(sys.argv[1], 'w').write(shm.name)\\n"
-        "time.sleep(600)", a.get("shm", "")], process_group=0)
+        "if sys.argv[2]:\\n"  # a named semaphore, as the libraries' spawned processes make their locks
+        "    import multiprocessing\\n"
+        "    lock = multiprocessing.get_context('spawn').Lock()\\n"
+        "    open(sys.argv[2], 'w').write(lock._semlock.name)\\n"
+        "time.sleep(600)", a.get("shm", ""), a.get("sem", "")], process_group=0)
     pids = {"loop": os.getpid(), "helper": helper.pid}
     if a.get("kill_helper_group_after"):  # as vLLM's shutdown ends an engine: SIGKILL, its resource tracker with it
         time.sleep(a["kill_helper_group_after"])
@@ -126,6 +130,16 @@ def test_a_loop_that_ends_well_leaves_no_shared_memory_its_processes_were_killed
     assert_all_ended(tmp_path)
     name = (tmp_path / "shm").read_text()
     assert name and not os.path.exists(f"/dev/shm/{name}")
+
+
+def test_a_semaphore_of_a_process_killed_before_anyone_saw_it_is_removed(tmp_path):
+    """A process of the run makes a named semaphore and is SIGKILLed with its resource tracker at once, before
+    the guard's notes could see it mapped (as a run stopped while Ray's workers start): the semaphore, which
+    nobody maps, created since the run began, goes too."""
+    supervise.run(loop_cmd(tmp_path, sem=str(tmp_path / "sem"), kill_helper_group_after=0.7, tail=0),
+                  progress=tmp_path / "metrics.jsonl", step_timeout=60, poll=0.2, end_grace=1)
+    name = (tmp_path / "sem").read_text().lstrip("/")
+    assert name.startswith("mp-") and not os.path.exists(f"/dev/shm/sem.{name}")
 
 
 def test_steps_reset_the_clock(tmp_path):

@@ -717,67 +717,77 @@ from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 dist.init_process_group("gloo", rank=rank, world_size=world)
-model_cfg, actor = OmegaConf.load(sys.argv[1]), OmegaConf.load(sys.argv[2])
-actor.fsdp_config.strategy = actor.strategy  # as verl's ActorConfig passes it on (fsdp2)
-# float32 compute, so that the two routes compare closely (the run's own policy is bf16)
-actor.fsdp_config.mixed_precision = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
-engine = FSDPEngine(omega_conf_to_dataclass(model_cfg), omega_conf_to_dataclass(actor.fsdp_config),
-                    omega_conf_to_dataclass(actor.optim), omega_conf_to_dataclass(actor.checkpoint))
-module = engine._build_fsdp_module(engine._build_module())  # FSDP2 over the ranks, as the engine wraps it
-assert type(module).forward is dense_common.forward_with_torch_backend, type(module).forward  # the fused route
-units = [n for n, m in module.named_modules() if isinstance(m, FSDPModule)]
-head_in_root = "lm_head" not in units
-assert module.config._attn_implementation == varlen_attention.NAME  # the launcher's attention
-plain = AutoModelForCausalLM.from_pretrained(model_cfg.path, torch_dtype=torch.float32, attn_implementation="sdpa")
 
-# two sequences packed as verl packs them, the same on every rank (FSDP averages the ranks' gradients)
-torch.manual_seed(0)
-ids = torch.randint(0, plain.config.vocab_size, (1, 23))
-pos = torch.cat([torch.arange(9), torch.arange(14)]).unsqueeze(0)
-labels = torch.roll(ids, -1, dims=-1)
-T = 0.7
-w_lp, w_ent = torch.randn(23), torch.randn(23)
 
-out = module(input_ids=ids, position_ids=pos, temperature=T, return_dict=True, shift_labels=labels, use_cache=False)
-fused = (out.log_probs.squeeze(0), out.entropy.squeeze(0))
-((fused[0] * w_lp).sum() + (fused[1] * w_ent).sum()).backward()
-g_fused = {n: p.grad.full_tensor() for n, p in module.named_parameters()}
+def check(family, model_path, actor_path):
+    model_cfg, actor = OmegaConf.load(model_path), OmegaConf.load(actor_path)
+    actor.fsdp_config.strategy = actor.strategy  # as verl's ActorConfig passes it on (fsdp2)
+    # float32 compute, so that the two routes compare closely (the run's own policy is bf16)
+    actor.fsdp_config.mixed_precision = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+    engine = FSDPEngine(omega_conf_to_dataclass(model_cfg), omega_conf_to_dataclass(actor.fsdp_config),
+                        omega_conf_to_dataclass(actor.optim), omega_conf_to_dataclass(actor.checkpoint))
+    module = engine._build_fsdp_module(engine._build_module())  # FSDP2 over the ranks, as the engine wraps it
+    assert type(module).forward is dense_common.forward_with_torch_backend, type(module).forward  # the fused route
+    units = [n for n, m in module.named_modules() if isinstance(m, FSDPModule)]
+    head_in_root = "lm_head" not in units
+    assert module.config._attn_implementation == varlen_attention.NAME  # the launcher's attention
+    plain = AutoModelForCausalLM.from_pretrained(model_cfg.path, torch_dtype=torch.float32, attn_implementation="sdpa")
 
-# verl patched the class's forward: the logits through the modules themselves, under sdpa's dense block mask
-logits = plain.lm_head(plain.model(input_ids=ids, position_ids=pos, use_cache=False)[0]).squeeze(0) / T
-ref = (verl_F.logprobs_from_logits(logits, labels.squeeze(0)), verl_F.entropy_from_logits(logits))
-((ref[0] * w_lp).sum() + (ref[1] * w_ent).sum()).backward()
+    # two sequences packed as verl packs them, the same on every rank (FSDP averages the ranks' gradients)
+    torch.manual_seed(0)
+    ids = torch.randint(0, plain.config.vocab_size, (1, 23))
+    pos = torch.cat([torch.arange(9), torch.arange(14)]).unsqueeze(0)
+    labels = torch.roll(ids, -1, dims=-1)
+    T = 0.7
+    w_lp, w_ent = torch.randn(23), torch.randn(23)
 
-for a, b in zip(fused, ref):
-    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-names = {n for n, _ in plain.named_parameters()}
-assert set(g_fused) == names, (sorted(g_fused), sorted(names))
-for n, p in plain.named_parameters():
-    torch.testing.assert_close(g_fused[n], p.grad, rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
-if rank == 0:
-    print("head-in-root" if head_in_root else "head-own-unit", "equal")
+    out = module(input_ids=ids, position_ids=pos, temperature=T, return_dict=True, shift_labels=labels, use_cache=False)
+    fused = (out.log_probs.squeeze(0), out.entropy.squeeze(0))
+    ((fused[0] * w_lp).sum() + (fused[1] * w_ent).sum()).backward()
+    g_fused = {n: p.grad.full_tensor() for n, p in module.named_parameters()}
+
+    # verl patched the class's forward: the logits through the modules themselves, under sdpa's dense block mask
+    logits = plain.lm_head(plain.model(input_ids=ids, position_ids=pos, use_cache=False)[0]).squeeze(0) / T
+    ref = (verl_F.logprobs_from_logits(logits, labels.squeeze(0)), verl_F.entropy_from_logits(logits))
+    ((ref[0] * w_lp).sum() + (ref[1] * w_ent).sum()).backward()
+
+    for a, b in zip(fused, ref):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    names = {n for n, _ in plain.named_parameters()}
+    assert set(g_fused) == names, (sorted(g_fused), sorted(names))
+    for n, p in plain.named_parameters():
+        torch.testing.assert_close(g_fused[n], p.grad, rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
+    if rank == 0:
+        print(family, "head-in-root" if head_in_root else "head-own-unit", "equal", flush=True)
+
+
+for family, model_path, actor_path in zip(sys.argv[1::3], sys.argv[2::3], sys.argv[3::3]):
+    check(family, model_path, actor_path)
 dist.destroy_process_group()
 """
 
 
-def run_engine_ranks(code: str, config, work: Path, world_size: int) -> list[subprocess.CompletedProcess]:
-    """``code`` on ``world_size`` gloo ranks (a process each), given the model and actor configs of
-    ``config`` as verl's workers receive them."""
-    model_cfg, actor_cfg, script = work / "model.yaml", work / "actor.yaml", work / "engine.py"
-    OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
-    OmegaConf.save(config.actor_rollout_ref.actor, actor_cfg, resolve=True)
+def run_engine_ranks(code: str, configs: dict, work: Path, world_size: int) -> list[subprocess.CompletedProcess]:
+    """``code`` on ``world_size`` gloo ranks (a process each), given, for each name of ``configs``, the name and
+    the model and actor configs of its config as verl's workers receive them (three arguments a config)."""
+    args, script = [], work / "engine.py"
+    for name, config in configs.items():
+        model_cfg, actor_cfg = work / f"{name}.model.yaml", work / f"{name}.actor.yaml"
+        OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
+        OmegaConf.save(config.actor_rollout_ref.actor, actor_cfg, resolve=True)
+        args += [name, str(model_cfg), str(actor_cfg)]
     script.write_text(code)
     from vicurl.cpu_rehearsal import VERL_ENV  # verl's CPU platform (its FSDP engine asks the device)
 
     env = {**os.environ, **VERL_ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
            "WORLD_SIZE": str(world_size), "OMP_NUM_THREADS": "1"}
     env.update(launch.verl_environment(env))  # the project's patches of verl, as the launcher gives them
-    procs = [subprocess.Popen([sys.executable, str(script), str(model_cfg), str(actor_cfg)], env={**env, "RANK": str(r)},
+    procs = [subprocess.Popen([sys.executable, str(script), *args], env={**env, "RANK": str(r)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(world_size)]
     outs = []
     for p in procs:
         try:
-            out, _ = p.communicate(timeout=300)
+            out, _ = p.communicate(timeout=300 * len(configs))
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
@@ -827,8 +837,7 @@ def test_the_rehearsals_linear_layers_compute_a_row_alike_whatever_shares_its_ba
     torch.testing.assert_close(every, torch.nn.functional.linear(x, w, bias), rtol=8 * eps, atol=8 * eps * 256 ** 0.5)
 
 
-@pytest.mark.parametrize("family", ["qwen2-tied", "qwen2-untied", "llama-tied", "llama-untied"])
-def test_fsdp2_ranks_take_the_fused_route_tied_or_untied(family, paper_families, chat_model_dir, tmp_path):
+def test_fsdp2_ranks_take_the_fused_route_tied_or_untied(paper_families, chat_model_dir, tmp_path):
     """verl's FSDP engine, built from the launcher's config on two gloo ranks, shards the model and runs the
     fused route: an untied head stays in the root FSDP2 unit (``fsdp_wrap.py``; as verl wraps it, a unit of
     its own, the fused forward's matmul met a sharded DTensor: ``got mixed torch.Tensor and DTensor``), as
@@ -836,14 +845,17 @@ def test_fsdp2_ranks_take_the_fused_route_tied_or_untied(family, paper_families,
     the ranks) equal verl's functions of the full logits of the unsharded model, at a temperature and on
     two packed sequences of unequal lengths (without fused kernels and without flash-attn verl loops over
     token rows: 11x slower on an H200); the engine's attention is the launcher's (`varlen_attention`: each
-    sequence its own, on the CPU one at a time), the unsharded model's today's sdpa over its dense block mask."""
-    model = paper_families[family]
-    config = launcher_config(model, tmp_path)
-    config.actor_rollout_ref.model.tokenizer_path = str(chat_model_dir)  # the Qwen2 stand-ins carry none
-    outs = run_engine_ranks(FSDP_FUSED_SCRIPT, config, tmp_path, world_size=2)
+    sequence its own, on the CPU one at a time), the unsharded model's today's sdpa over its dense block mask.
+    The paper's four families (tied and untied Qwen2 and Llama) in one launch of the two ranks."""
+    configs = {}
+    for family, model in paper_families.items():
+        configs[family] = launcher_config(model, tmp_path)
+        configs[family].actor_rollout_ref.model.tokenizer_path = str(chat_model_dir)  # the Qwen2 stand-ins carry none
+    outs = run_engine_ranks(FSDP_FUSED_SCRIPT, configs, tmp_path, world_size=2)
     log = "\n".join(o.stdout[-3000:] for o in outs)
     assert all(o.returncode == 0 for o in outs), log
-    assert outs[0].stdout.split()[-2:] == ["head-in-root", "equal"], log
+    done = [line.split() for line in outs[0].stdout.splitlines() if line.endswith(" equal")]
+    assert done == [[family, "head-in-root", "equal"] for family in configs], log
 
 
 def test_rollout_requests_are_seeded_only_when_reproducibility_is_asked(chat_model_dir, tmp_path):
