@@ -4,10 +4,11 @@ A job that starts vLLM or Ray has child processes (vLLM's engine core and worker
 actors). Ending them is SIGTERM, a grace period, then SIGKILL for what remains. What a killed process
 does not remove stays on the node: vLLM's message queues are POSIX shared memory (``/dev/shm/psm_*``,
 170-250 MB each, nominal), which their creator unlinks at exit or its resource tracker does once the
-creator is gone, and the SIGKILL ends the tracker too (it ignores SIGTERM); vLLM's and Ray's own shutdowns
-SIGKILL engine processes too. /dev/shm is memory that outlives the job. ``SharedMemoryNotes`` therefore notes
-the shared memory a job's processes map while they run, and removes what no process maps any more once they
-are gone; ``end`` notes it again just before its signals.
+creator is gone, and a SIGKILL to every process ends the tracker too (it ignores SIGTERM); vLLM's and Ray's own
+shutdowns SIGKILL engine processes too. /dev/shm is memory that outlives the job. So ``end`` spares the
+resource trackers its signals (each cleans up after its processes once they are gone, then exits, and is killed
+only if it lingers), and ``SharedMemoryNotes`` notes the shared memory a job's processes map while they run and
+removes what no process maps any more once they are gone.
 """
 
 from __future__ import annotations
@@ -23,19 +24,12 @@ log = logging.getLogger(__name__)
 SHM = "/dev/shm/"
 
 
-# what Python's multiprocessing names its shared memory and its semaphores (vLLM's queues, the libraries' locks)
-LIBRARY_NAMES = ("psm_", "sem.mp-")
-
-
 class SharedMemoryNotes:
     """The POSIX shared memory some processes mapped, noted while they run; ``remove`` unlinks what is left of
-    it once no process maps it, and what the libraries (``LIBRARY_NAMES``) created in /dev/shm since the notes
-    began and no process maps: a process killed at its start, before anyone could note it, leaves its
-    semaphores there too (seen: a run interrupted while Ray's workers started)."""
+    it once no process maps it."""
 
     def __init__(self):
         self.paths: set[str] = set()
-        self.start = time.time()
         self._lock = threading.Lock()
 
     def note(self, pids) -> None:
@@ -58,24 +52,7 @@ class SharedMemoryNotes:
     def remove(self) -> list[str]:
         with self._lock:
             paths = set(self.paths)
-        return remove_shared_memory(paths | created_since(self.start))
-
-
-def created_since(start: float) -> set[str]:
-    """This user's files in /dev/shm named as the libraries name theirs, changed since ``start``."""
-    found = set()
-    try:
-        entries = list(os.scandir(SHM))
-    except OSError:
-        return found
-    for e in entries:
-        try:
-            st = e.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if e.name.startswith(LIBRARY_NAMES) and st.st_uid == os.getuid() and st.st_ctime >= start - 1:
-            found.add(e.path)
-    return found
+        return remove_shared_memory(paths)
 
 
 def end(members, grace: float, reap=None, notes: SharedMemoryNotes | None = None) -> int:
@@ -87,22 +64,34 @@ def end(members, grace: float, reap=None, notes: SharedMemoryNotes | None = None
 
     seen: set[int] = set()
     notes = notes or SharedMemoryNotes()
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
-        procs = members()
-        seen.update(p.pid for p in procs)
-        notes.note(p.pid for p in procs)
-        for p in procs:
-            try:
-                p.send_signal(sig)
-            except psutil.Error:
-                pass
-        deadline = time.time() + wait
-        while time.time() < deadline and any(_running(p) for p in members()):
-            if reap is not None:
-                reap()
-            time.sleep(0.2)
+    trackers = lambda: [p for p in members() if _is_tracker(p)]  # noqa: E731
+    others = lambda: [p for p in members() if not _is_tracker(p)]  # noqa: E731
+    for group, signals in ((others, ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0))),
+                           (trackers, ((None, 5.0), (signal.SIGKILL, 5.0)))):  # the trackers clean up and exit
+        for sig, wait in signals:
+            procs = group()
+            seen.update(p.pid for p in procs)
+            notes.note(p.pid for p in procs)
+            for p in procs if sig is not None else ():
+                try:
+                    p.send_signal(sig)
+                except psutil.Error:
+                    pass
+            deadline = time.time() + wait
+            while time.time() < deadline and any(_running(p) for p in group()):
+                if reap is not None:
+                    reap()
+                time.sleep(0.2)
     notes.remove()
     return len(seen)
+
+
+def _is_tracker(p) -> bool:
+    """Whether ``p`` is a multiprocessing resource tracker (it unlinks its processes' leftovers once they end)."""
+    try:
+        return any(part.startswith("from multiprocessing.resource_tracker import main") for part in p.cmdline())
+    except Exception:
+        return False
 
 
 def children(pid: int | None = None) -> list:

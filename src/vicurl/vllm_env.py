@@ -5,7 +5,7 @@
   built or exported: anything that started torch's OpenMP threads) then forks a child whose first parallel
   op waits forever for threads that do not exist in it (GNU OpenMP after fork): the engine never starts,
   silently, until vLLM's start timeout, or forever. ``VLLM_WORKER_MULTIPROC_METHOD=spawn`` starts each child
-  afresh, whatever its parent did, for the cost of importing vLLM there (docs/verl.md, "What a job compiles").
+  afresh, whatever its parent did, for the cost of importing vLLM there (docs/verl.md, "How vLLM starts its processes").
 * No kernel compiled at run time. FlashInfer's wheel ships no sampling kernels: vLLM's FlashInfer top-p /
   top-k sampler JIT-compiles them at its first use (requests with top_p < 1, and vLLM's start-up dummy
   run), which needs nvcc and a C++ compiler on the compute node, and many have neither.

@@ -31,11 +31,12 @@ LOOP = textwrap.dedent("""
         "    from multiprocessing import shared_memory\\n"
         "    shm = shared_memory.SharedMemory(create=True, size=1 << 20)\\n"
         "    open(sys.argv[1], 'w').write(shm.name)\\n"
-        "if sys.argv[2]:\\n"  # a named semaphore, as the libraries' spawned processes make their locks
-        "    import multiprocessing\\n"
-        "    lock = multiprocessing.get_context('spawn').Lock()\\n"
-        "    open(sys.argv[2], 'w').write(lock._semlock.name)\\n"
-        "time.sleep(600)", a.get("shm", ""), a.get("sem", "")], process_group=0)
+        "if sys.argv[2]:\\n"  # shared memory it no longer maps, left to its resource tracker to unlink
+        "    from multiprocessing import shared_memory\\n"
+        "    left = shared_memory.SharedMemory(create=True, size=1 << 20)\\n"
+        "    left.close()\\n"
+        "    open(sys.argv[2], 'w').write(left.name)\\n"
+        "time.sleep(600)", a.get("shm", ""), a.get("unmapped", "")], process_group=0)
     pids = {"loop": os.getpid(), "helper": helper.pid}
     if a.get("kill_helper_group_after"):  # as vLLM's shutdown ends an engine: SIGKILL, its resource tracker with it
         time.sleep(a["kill_helper_group_after"])
@@ -132,14 +133,26 @@ def test_a_loop_that_ends_well_leaves_no_shared_memory_its_processes_were_killed
     assert name and not os.path.exists(f"/dev/shm/{name}")
 
 
-def test_a_semaphore_of_a_process_killed_before_anyone_saw_it_is_removed(tmp_path):
-    """A process of the run makes a named semaphore and is SIGKILLed with its resource tracker at once, before
-    the guard's notes could see it mapped (as a run stopped while Ray's workers start): the semaphore, which
-    nobody maps, created since the run began, goes too."""
-    supervise.run(loop_cmd(tmp_path, sem=str(tmp_path / "sem"), kill_helper_group_after=0.7, tail=0),
-                  progress=tmp_path / "metrics.jsonl", step_timeout=60, poll=0.2, end_grace=1)
-    name = (tmp_path / "sem").read_text().lstrip("/")
-    assert name.startswith("mp-") and not os.path.exists(f"/dev/shm/sem.{name}")
+def test_the_resource_trackers_outlive_the_run_and_clean_up_after_it(tmp_path):
+    """A process of the run, deaf to SIGTERM, leaves shared memory it no longer maps (nothing to note) to its
+    resource tracker, as the libraries' processes leave their semaphores and queues: the guard SIGKILLs the
+    process but spares the tracker, which then unlinks what its process registered and exits by itself
+    (SIGKILLed with it, as before, the tracker left it in /dev/shm)."""
+    with pytest.raises(supervise.LoopFailed, match="no training step finished"):
+        supervise.run(loop_cmd(tmp_path, unmapped=str(tmp_path / "left")), progress=tmp_path / "metrics.jsonl",
+                      step_timeout=3, poll=0.2, end_grace=1)
+    assert_all_ended(tmp_path)
+    name = (tmp_path / "left").read_text()
+    assert name and not os.path.exists(f"/dev/shm/{name}")
+    helper = pids(tmp_path)["helper"]
+    orphans = []  # its tracker, had it been spared and never ended
+    for p in psutil.process_iter():
+        try:
+            if p.ppid() in (1, helper) and p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" in " ".join(p.cmdline()):
+                orphans.append(p.pid)
+        except psutil.Error:
+            pass
+    assert not orphans, orphans
 
 
 def test_steps_reset_the_clock(tmp_path):
