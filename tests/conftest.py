@@ -1,5 +1,6 @@
 """Shared fixtures of every test folder: the tiny models (tests/harness.py builds them), the grading pool,
-one thread for torch, the process's environment as each test and module found it, the real benchmark files."""
+one thread for torch, a temp folder of the session, the process's environment as each test and module found it, the
+real benchmark files."""
 
 from __future__ import annotations
 
@@ -35,6 +36,29 @@ def char_model_dir(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _one_thread():
     torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _temp_folder_of_the_session(tmp_path_factory):
+    """The tests' temp folder ($TMPDIR of every process they start): a fresh one in the system's, removed at the
+    end with what the libraries leave there when a test starts them outside a job's own temp folder (verl's
+    checkpoint locks, the sessions of an in-process ``ray.init``, a killed engine's files). pytest's folders
+    (tmp_path) stay where pytest keeps them, for a failed test's files."""
+    import os
+    import shutil
+    import tempfile
+
+    tmp_path_factory.getbasetemp()
+    folder = tempfile.mkdtemp(prefix="vicurl-tests-")
+    before, tempdir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    yield
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
+    tempfile.tempdir = tempdir
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _as_found():

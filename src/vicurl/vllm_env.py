@@ -11,7 +11,7 @@
   run), which needs nvcc and a C++ compiler on the compute node, and many have neither.
   ``VLLM_USE_FLASHINFER_SAMPLER=0`` gives vLLM's own torch sampler (docs/verl.md, "What a job compiles").
 * Unix socket paths within 107 bytes. vLLM's ZMQ sockets are ``<VLLM_RPC_BASE_PATH>/<uuid4>`` (default: the
-  temp folder) and Ray's ``<temp>/ray/session_.../sockets/plasma_store``; SLURM's per-job TMPDIRs are often
+  temp folder; verl's weight-sync socket goes there too, `vicurl.engines.verl.colocate_socket`) and Ray's ``<temp>/ray/session_.../sockets/plasma_store``; SLURM's per-job TMPDIRs are often
   long, and then vLLM or Ray fails to start (verl issue #1120). ``short_sockets`` gives both a short link.
 * Nothing left in the temp folder. vLLM (its sockets, its file stores ``vllm_dist_*``), Ray (its session,
   logs included) and verl (its checkpoint locks ``ckpt_*.lock``) write to the temp folder and leave there
@@ -40,8 +40,10 @@ log = logging.getLogger(__name__)
 DEFAULTS = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
 
 UNIX_PATH_MAX = 107
-# the bytes that follow the folder in a socket's path: vLLM's "/<uuid4>"; Ray's, with a 7-digit pid
-VLLM_SOCKET_TAIL = len("/") + 36
+# the bytes that follow the folder in a socket's path: vLLM's "/<uuid4>" (37) or, longer, verl's weight-sync
+# socket (`vicurl.engines.verl.colocate_socket`: the run's 12-character token, replica and rank up to 999);
+# Ray's, with a 7-digit pid
+VLLM_SOCKET_TAIL = len("/rl-colocate-zmq-tttttttttttt-01000000-replica-000-rank-000.sock")
 RAY_SOCKET_TAIL = len("/ray/session_2026-11-26_07-15-38_159736_1234567/sockets/plasma_store")
 
 

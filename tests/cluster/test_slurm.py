@@ -285,7 +285,7 @@ def test_the_status_command_reads_slurms_record(slurm_env, tmp_path, long_traini
             proc.kill()
 
 
-def test_the_status_command_reads_array_tasks(slurm_env, monkeypatch):
+def test_the_status_command_reads_array_tasks(slurm_env, monkeypatch, tmp_path):
     """The SLURM plugin's --slurm-array-jobs submits a rule's jobs as one array and Snakemake marks each
     `<array id>_<task>`: SLURM's record of each task by that name, pending while the partition is down (sacct
     then reports the array's waiting tasks in one line), running once it is up, and by its own job id (what
@@ -302,7 +302,8 @@ def test_the_status_command_reads_array_tasks(slurm_env, monkeypatch):
     array = None
     try:
         out = subprocess.run(["sbatch", "--parsable", "--array=0-2", "-p", partition, "-A", resources["slurm_account"],
-                              "-t", "5", "--mem=100M", "--wrap", "sleep 60"], capture_output=True, text=True,
+                              "-t", "5", "--mem=100M", "-o", str(tmp_path / "%A_%a.out"),
+                              "--wrap", "sleep 60"], capture_output=True, text=True,
                              env=slurm_env, check=True)
         array = out.stdout.strip().split(";")[0]
         tasks = [f"{array}_{t}" for t in range(3)]

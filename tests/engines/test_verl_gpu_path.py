@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -610,13 +611,22 @@ def test_ray_workers_import_the_project_from_the_checkout(tmp_path):
             ray.shutdown()
 
 
-def test_ray_starts_under_a_long_tmpdir_through_the_launchers_link(tmp_path):
+@pytest.fixture
+def short_folder():
+    """A folder in /tmp, removed afterwards: pytest's tmp_path is too long to build a 41-character path in."""
+    base = Path(tempfile.mkdtemp(dir="/tmp"))
+    yield base
+    shutil.rmtree(base)
+
+
+def test_ray_starts_under_a_long_tmpdir_through_the_launchers_link(short_folder):
     """SLURM's per-job TMPDIRs are often long, and Ray's socket paths (under $TMPDIR/ray/session_*)
     must fit 107 bytes: under a 70-character TMPDIR Ray does not start; with the launcher's RAY_TMPDIR
     (`vicurl.vllm_env.short_sockets`, a short link in /tmp to a folder in TMPDIR) it does, its files land
-    in TMPDIR, and the link is gone afterwards. vLLM's sockets fit there (``/<uuid4>``, 37 bytes): they get
-    no link until the TMPDIR passes 70 characters."""
-    base = tmp_path if len(str(tmp_path)) < 60 else Path(tempfile.mkdtemp(dir="/tmp"))
+    in TMPDIR, and the link is gone afterwards. vLLM's sockets (``/<uuid4>``) and verl's weight-sync socket
+    (``/rl-colocate-zmq-<token>-...``, 64 bytes) get the same link past 43 characters; Ray's alone from 40 to
+    43."""
+    base = short_folder
     long = base / ("t" * (69 - len(str(base))))
     long.mkdir()
     assert len(str(long)) == 70
@@ -625,7 +635,7 @@ def test_ray_starts_under_a_long_tmpdir_through_the_launchers_link(tmp_path):
     plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert plain.returncode != 0 and "AF_UNIX path length cannot exceed 107 bytes" in plain.stdout + plain.stderr
     with vllm_env.short_sockets(env, ray=True) as extra:
-        assert list(extra) == ["RAY_TMPDIR"]
+        assert sorted(extra) == ["RAY_TMPDIR", "VLLM_RPC_BASE_PATH"] and len(set(extra.values())) == 1
         link = extra["RAY_TMPDIR"]
         assert len(link) < 30 and Path(link).resolve().parent == long
         ours = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
@@ -634,10 +644,11 @@ def test_ray_starts_under_a_long_tmpdir_through_the_launchers_link(tmp_path):
     assert list(long.glob("sockets-*/ray/session_*/logs")) and not os.path.lexists(link)
     with vllm_env.short_sockets({**env, "TMPDIR": "/tmp"}, ray=True) as extra:
         assert extra == {}  # a short temp folder: Ray's own default
-    longer = long / "x"
-    longer.mkdir()
-    with vllm_env.short_sockets({**env, "TMPDIR": str(longer)}, ray=True) as extra:
-        assert sorted(extra) == ["RAY_TMPDIR", "VLLM_RPC_BASE_PATH"]
+    middle = base / ("m" * (40 - len(str(base))))
+    middle.mkdir()
+    assert len(str(middle)) == 41
+    with vllm_env.short_sockets({**env, "TMPDIR": str(middle)}, ray=True) as extra:
+        assert list(extra) == ["RAY_TMPDIR"], extra
 
 
 def test_what_a_jobs_libraries_write_to_the_temp_folder_goes_with_the_job(tmp_path):

@@ -7,7 +7,9 @@ verl 0.9.1 hands the trainer's weights to each colocated vLLM worker over a ZMQ 
 job id is always ``01000000``, so two runs on one node (two 1-GPU jobs that SLURM places together, the GPU
 smoke config with ``--resources gpu=2``) bind the same path: one run's workers load the other's weights,
 or wait forever. Both ends here add the run's token (``TOKEN``, which the launcher sets for every process
-of the run) after ``rl-colocate-zmq-``.
+of the run) after ``rl-colocate-zmq-`` and move the socket from /tmp into the run's socket folder (vLLM's,
+``VLLM_RPC_BASE_PATH``, else the run's temp folder): a killed run's socket file goes with its temp folder
+instead of staying in the node's /tmp (`vicurl.vllm_env.short_sockets` keeps the path within 107 bytes).
 
 verl imports this module in every process of a run (the launcher names it in ``VERL_USE_EXTERNAL_MODULES``),
 vLLM's worker processes included; it patches verl's two modules when they are imported (both import vLLM,
@@ -21,9 +23,11 @@ import importlib.abc
 import importlib.machinery
 import os
 import sys
+import tempfile
 
 TOKEN = "VICURL_RUN_TOKEN"  # set by the launcher (vicurl.engines.verl.launch.verl_environment)
-PREFIX = "/tmp/rl-colocate-zmq-"
+NAME = "rl-colocate-zmq-"
+PREFIX = f"/tmp/{NAME}"
 SENDER = "verl.workers.rollout.vllm_rollout.vllm_rollout"
 RECEIVER = "verl.workers.rollout.vllm_rollout.utils"
 
@@ -37,9 +41,13 @@ PATCHES = (
 
 
 def of_run(handle: str, token: str | None = None) -> str:
-    """verl's socket address with the run's token after its prefix (unchanged without a token)."""
+    """verl's socket address with the run's token after its prefix, in the run's socket folder (unchanged
+    without a token: a process no launcher started)."""
     token = os.environ.get(TOKEN) if token is None else token
-    return handle.replace(PREFIX, f"{PREFIX}{token}-", 1) if token else handle
+    if not token:
+        return handle
+    folder = os.environ.get("VLLM_RPC_BASE_PATH") or tempfile.gettempdir()
+    return handle.replace(PREFIX, f"{folder}/{NAME}{token}-", 1)
 
 
 def _patch_sender(module) -> None:
