@@ -70,7 +70,8 @@ lint: setup
 ## make test: the test suite in .venv and, beside it, the tests of the GPU path's libraries (vLLM, verl's loop)
 ## in .venv-vllm. The two run at once (each prints when it ends): the GPU path's tests wait on Ray, vLLM's
 ## engine start and subprocesses three quarters of their time, so together they take little more than the longer.
-test: setup setup-vllm
+## The main suite starts as soon as .venv is there, while .venv-vllm installs beside it.
+test: setup
 	$(MAKE) -j2 --output-sync=target test-main test-gpu-path
 
 test-main: setup

@@ -40,25 +40,28 @@ def _one_thread():
 
 @pytest.fixture(autouse=True, scope="session")
 def _temp_folder_of_the_session(tmp_path_factory):
-    """The tests' temp folder ($TMPDIR of every process they start): a fresh one in the system's, removed at the
-    end with what the libraries leave there when a test starts them outside a job's own temp folder (verl's
-    checkpoint locks, the sessions of an in-process ``ray.init``, a killed engine's files). pytest's folders
-    (tmp_path) stay where pytest keeps them, for a failed test's files."""
+    """The tests' temp folder ($TMPDIR of every process they start): a job's private one
+    (`vicurl.vllm_env.private_temp`), removed at the end with what the libraries leave there when a test starts
+    them outside a job's own temp folder (verl's checkpoint locks, the sessions of an in-process ``ray.init``, a
+    killed engine's files). pytest's folders (tmp_path) stay where pytest keeps them, for a failed test's files,
+    and torch's compile cache where torch keeps it."""
     import os
-    import shutil
     import tempfile
 
+    from vicurl import vllm_env
+
     tmp_path_factory.getbasetemp()
-    folder = tempfile.mkdtemp(prefix="vicurl-tests-")
-    before, tempdir = os.environ.get("TMPDIR"), tempfile.tempdir
-    os.environ["TMPDIR"] = tempfile.tempdir = folder
-    yield
-    if before is None:
-        os.environ.pop("TMPDIR", None)
-    else:
-        os.environ["TMPDIR"] = before
-    tempfile.tempdir = tempdir
-    shutil.rmtree(folder, ignore_errors=True)
+    with vllm_env.private_temp() as temp:
+        before, tempdir = {k: os.environ.get(k) for k in temp}, tempfile.tempdir
+        os.environ.update(temp)
+        tempfile.tempdir = temp["TMPDIR"]
+        yield
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        tempfile.tempdir = tempdir
 
 
 def _as_found():

@@ -29,13 +29,13 @@ class SharedMemoryNotes:
     it once no process maps it."""
 
     def __init__(self):
-        self.paths: set[str] = set()
+        self.files: set[int] = set()  # their inodes (`shared_memory_of`)
         self._lock = threading.Lock()
 
     def note(self, pids) -> None:
         found = shared_memory_of(pids)
         with self._lock:
-            self.paths |= found
+            self.files |= found
 
     def watch(self, pids, every: float = 2.0) -> None:
         """Note what the processes ``pids()`` names map, every ``every`` seconds, in a thread of its own."""
@@ -51,8 +51,8 @@ class SharedMemoryNotes:
 
     def remove(self) -> list[str]:
         with self._lock:
-            paths = set(self.paths)
-        return remove_shared_memory(paths)
+            files = set(self.files)
+        return remove_shared_memory(files)
 
 
 def end(members, grace: float, reap=None, notes: SharedMemoryNotes | None = None) -> int:
@@ -113,8 +113,10 @@ def _running(p) -> bool:
         return False
 
 
-def shared_memory_of(pids) -> set[str]:
-    """The POSIX shared memory files (``/dev/shm/...``) the processes ``pids`` have mapped."""
+def shared_memory_of(pids) -> set[int]:
+    """The POSIX shared memory files (in ``/dev/shm``) the processes ``pids`` have mapped, by inode: a
+    semaphore is mapped under the name it was created with (glibc's ``sem_open`` makes ``sem.XXXXXX``, links it
+    to ``sem.<name>`` and unlinks the first), so the maps name a file that is gone."""
     found = set()
     for pid in pids:
         try:
@@ -122,21 +124,29 @@ def shared_memory_of(pids) -> set[str]:
                 for line in f:
                     fields = line.rstrip("\n").split(maxsplit=5)
                     if len(fields) == 6 and fields[5].startswith(SHM):
-                        found.add(fields[5].removesuffix(" (deleted)"))
+                        found.add(int(fields[4]))
         except OSError:  # gone, or not ours to read
             pass
     return found
 
 
-def remove_shared_memory(paths) -> list[str]:
-    """Unlink those of ``paths`` (from `shared_memory_of`, noted while their processes ran) that exist and
-    that no process maps any more; returns the ones removed."""
-    paths = {p for p in paths if os.path.exists(p)}
-    if not paths:
+def remove_shared_memory(files) -> list[str]:
+    """Unlink the files of /dev/shm whose inodes are among ``files`` (from `shared_memory_of`, noted while their
+    processes ran) and that no process maps any more; returns the paths removed."""
+    files = set(files)
+    left = {}
+    for name in os.listdir(SHM) if files else ():
+        try:
+            inode = os.stat(SHM + name, follow_symlinks=False).st_ino
+        except OSError:
+            continue
+        if inode in files:
+            left[SHM + name] = inode
+    if not left:
         return []
     in_use = shared_memory_of(int(d) for d in os.listdir("/proc") if d.isdigit())
     removed = []
-    for path in sorted(paths - in_use):
+    for path in sorted(p for p, inode in left.items() if inode not in in_use):
         try:
             os.unlink(path)
             removed.append(path)

@@ -16,7 +16,8 @@
 * Nothing left in the temp folder. vLLM (its sockets, its file stores ``vllm_dist_*``), Ray (its session,
   logs included) and verl (its checkpoint locks ``ckpt_*.lock``) write to the temp folder and leave there
   what a killed process does not remove, thousands of files over a study on a node whose /tmp no job
-  cleans. ``private_temp`` gives a job a folder of its own there, removed when the job ends, or stopped
+  cleans. ``private_temp`` gives a job a folder of its own there (torch's compile cache stays outside it, for
+  the node's next jobs), removed when the job ends, or stopped
   (SIGTERM, as SLURM's time limit, a preemption or scancel send it: ``prepare``'s handler ends the
   process's vLLM processes and removes the folder within seconds, inside SLURM's default 30 s KillWait).
 * A temp folder that exists. sbatch carries the submitting shell's TMPDIR to the job (``--export=ALL``), and
@@ -27,8 +28,10 @@
 from __future__ import annotations
 
 import contextlib
+import getpass
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -109,13 +112,28 @@ def short_sockets(env: dict[str, str] | None = None, ray: bool = False):
 @contextlib.contextmanager
 def private_temp(env: dict[str, str] | None = None):
     """Yields ``{"TMPDIR": folder}``, a fresh folder in the temp folder of ``env`` (default: this process's) for
-    the files the libraries of one job write there; it is removed afterwards, whatever is in it."""
+    the files the libraries of one job write there; it is removed afterwards, whatever is in it. torch's compile
+    cache stays where torch keeps it (``compile_cache``), for the node's next jobs."""
     env = os.environ if env is None else env
     folder = tempfile.mkdtemp(prefix="vicurl-", dir=temp_folder(env))
     try:
-        yield {"TMPDIR": folder}
+        yield {"TMPDIR": folder, **compile_cache(env)}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def compile_cache(env: dict[str, str]) -> dict[str, str]:
+    """TORCHINDUCTOR_CACHE_DIR where torch's default puts it for ``env`` (``<temp>/torchinductor_<user>``), or
+    nothing where ``env`` sets it: kept out of a job's private temp folder, so that a kernel torch compiled for
+    one job (verl's and vLLM's compiled functions) is not compiled again for each next one."""
+    if "TORCHINDUCTOR_CACHE_DIR" in env:
+        return {}
+    try:  # as torch names it (torch._inductor.runtime.cache_dir_utils.default_cache_dir)
+        user = getpass.getuser()
+    except (KeyError, OSError):  # a container's uid without a passwd entry
+        user = f"uid_{os.getuid()}"
+    user = re.sub(r'[\\/:*?"<>|]', "_", user)
+    return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(temp_folder(env), f"torchinductor_{user}")}
 
 
 _prepared: dict[str, str] = {}  # what ``prepare`` set in this process

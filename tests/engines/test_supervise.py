@@ -27,10 +27,12 @@ LOOP = textwrap.dedent("""
     a = json.loads(sys.argv[1])
     helper = subprocess.Popen([sys.executable, "-c",
         "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n"
-        "if sys.argv[1]:\\n"  # shared memory, as vLLM's engine makes its message queues (a resource tracker's)
+        "if sys.argv[1]:\\n"  # shared memory, as vLLM's engine makes its message queues (a resource tracker's),
+        "    import multiprocessing\\n"  # and a named semaphore, as vLLM's worker makes one (spawned: named)
         "    from multiprocessing import shared_memory\\n"
         "    shm = shared_memory.SharedMemory(create=True, size=1 << 20)\\n"
-        "    open(sys.argv[1], 'w').write(shm.name)\\n"
+        "    lock = multiprocessing.get_context('spawn').Lock()\\n"
+        "    open(sys.argv[1], 'w').write(f'{shm.name} sem.{lock._semlock.name[1:]}')\\n"
         "if sys.argv[2]:\\n"  # shared memory it no longer maps, left to its resource tracker to unlink
         "    from multiprocessing import shared_memory\\n"
         "    left = shared_memory.SharedMemory(create=True, size=1 << 20)\\n"
@@ -112,25 +114,25 @@ def test_a_stalled_loop_ends_with_every_process_of_its_session(tmp_path):
 
 def test_an_ended_loop_leaves_no_shared_memory(tmp_path):
     """A process of the loop deaf to SIGTERM holds POSIX shared memory, as vLLM's engine holds its message
-    queues: the SIGKILL that ends it ends its resource tracker too, which would have unlinked it; the guard
+    queues, and a semaphore (mapped under the name glibc created it with, unlinked since): the SIGKILL that ends it ends its resource tracker too, which would have unlinked it; the guard
     removes it (/dev/shm is the node's memory, and a killed run's stayed there)."""
     with pytest.raises(supervise.LoopFailed, match="no training step finished"):
         supervise.run(loop_cmd(tmp_path, shm=str(tmp_path / "shm")), progress=tmp_path / "metrics.jsonl",
                       step_timeout=3, poll=0.2, end_grace=1)
     assert_all_ended(tmp_path)
-    name = (tmp_path / "shm").read_text()
-    assert name and not os.path.exists(f"/dev/shm/{name}")
+    names = (tmp_path / "shm").read_text().split()
+    assert len(names) == 2 and not [n for n in names if os.path.exists(f"/dev/shm/{n}")], names
 
 
 def test_a_loop_that_ends_well_leaves_no_shared_memory_its_processes_were_killed_with(tmp_path):
     """The loop ends well after a process holding shared memory was SIGKILLed with its resource tracker (as
-    vLLM's and Ray's shutdowns end engine processes; a 4-rank run left 8 of vLLM's queues, 1.7 GB nominal):
-    the guard noted the memory while the process ran and removes it."""
+    vLLM's and Ray's shutdowns end engine processes; a 4-rank run left 8 of vLLM's queues, 1.7 GB nominal, and
+    verl's runs their vLLM workers' semaphores): the guard noted the memory while the process ran and removes it."""
     supervise.run(loop_cmd(tmp_path, shm=str(tmp_path / "shm"), kill_helper_group_after=4, tail=0),
                   progress=tmp_path / "metrics.jsonl", step_timeout=60, poll=0.2, end_grace=1)
     assert_all_ended(tmp_path)
-    name = (tmp_path / "shm").read_text()
-    assert name and not os.path.exists(f"/dev/shm/{name}")
+    names = (tmp_path / "shm").read_text().split()
+    assert len(names) == 2 and not [n for n in names if os.path.exists(f"/dev/shm/{n}")], names
 
 
 def test_the_resource_trackers_outlive_the_run_and_clean_up_after_it(tmp_path):

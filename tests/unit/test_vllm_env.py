@@ -1,6 +1,7 @@
 """What a process that starts vLLM sets first (`vicurl.vllm_env`), in real processes: vLLM's children
 spawned (a forked child of a process whose OpenMP threads exist hangs), a temp folder that exists, one
-private temp folder however often it is asked for, and nothing left when the job is stopped. The engine's
+private temp folder however often it is asked for, torch's compile cache outside it, and nothing left when the job
+is stopped. The engine's
 own start after a parallel op, through vLLM's CPU build: tests/gpu_path/test_vllm_engine.py."""
 
 from __future__ import annotations
@@ -79,6 +80,22 @@ def test_preparing_twice_keeps_one_private_folder(tmp_path, monkeypatch):
     vllm_env.prepare()
     assert os.environ["TMPDIR"] == first and Path(first).parent == tmp_path
     assert [p.name for p in tmp_path.iterdir()] == [Path(first).name]
+
+
+def test_torchs_compile_cache_outlives_the_jobs_temp_folder(tmp_path):
+    """torch keeps its compiled kernels (inductor's, Triton's) in ``<temp>/torchinductor_<user>``: in a job's
+    private temp folder they would go with it, and every job would compile them again. With the job's folder the
+    cache is where torch puts it without, and stays."""
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"} | {"TMPDIR": str(tmp_path)}
+    code = "from torch._inductor.runtime.cache_dir_utils import cache_dir; print(cache_dir())"
+    run = lambda env: subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,  # noqa: E731
+                                     timeout=120).stdout.strip()
+    torchs = run(env)
+    with vllm_env.private_temp(env) as temp:
+        assert Path(temp["TMPDIR"]).parent == tmp_path
+        ours = run({**env, **temp})
+    assert ours == torchs and Path(ours).parent == tmp_path and Path(ours).is_dir(), (ours, torchs)
+    assert vllm_env.compile_cache({**env, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "own")}) == {}  # the user's
 
 
 # a job that prepared vLLM's environment and has a child holding shared memory and a file in the private folder,
