@@ -141,32 +141,43 @@ def kill_rule_script(job_id: str, script: str) -> None:
     raise AssertionError(f"no {script} process in SLURM job {job_id}")
 
 
-def interrupt_training(slurm_env, tmp_path, action, configs) -> tuple[subprocess.CompletedProcess, list[dict], Path]:
-    """Train one longer smoke run through SLURM; once its first attempt has saved a checkpoint,
-    `action(job_id)` ends that attempt. Returns the finished Snakemake run, this run's SLURM jobs
-    and its folder."""
+RESUMED = re.compile(r"resumed from \S+ \(step (\d+)\)")
+
+
+def interrupt_training(slurm_env, tmp_path, actions, configs) -> tuple[subprocess.CompletedProcess, list[dict], Path]:
+    """Train one longer smoke run through SLURM; ``actions[k](job_id)`` ends attempt k + 1 once it has a
+    checkpoint to resume from: the first once it saved one, each next one once it resumed. Returns the finished
+    Snakemake run, this run's SLURM jobs and its folder."""
     run = tmp_path / "results/smoke/runs/main/tiny/oracle-vicurl/seed0"
-    known = {j["JobId"] for j in slurm_jobs(slurm_env)}  # the cluster's jobs from earlier tests
+    log = tmp_path / "results/smoke/logs/train/main/tiny/oracle-vicurl/seed0.log"
+    earlier = {j["JobId"] for j in slurm_jobs(slurm_env)}  # the cluster's jobs from earlier tests
+    ended: set[str] = set()
     proc = subprocess.Popen(snakemake_cmd(tmp_path, str((run / "metrics.jsonl").relative_to(tmp_path)), *PROFILES,
                                           configs=[*CONFIGS, *configs]),
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=slurm_env)
     deadline = time.time() + 600
-    while time.time() < deadline and proc.poll() is None:
-        running = [j for j in of_rule(slurm_jobs(slurm_env), "train") if j["JobState"] == "RUNNING" and j["JobId"] not in known]
-        if running and list((run / "_work").glob("ckpt_step*.pt")):
-            action(running[0]["JobId"])
-            break
-        time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(f"the training job never ran with a checkpoint saved: {proc.communicate()[0][-3000:]}")
+    for k, action in enumerate(actions):
+        while time.time() < deadline and proc.poll() is None:
+            running = [j for j in of_rule(slurm_jobs(slurm_env), "train")
+                       if j["JobState"] == "RUNNING" and j["JobId"] not in earlier | ended]
+            ready = list((run / "_work").glob("ckpt_step*.pt")) if k == 0 else \
+                log.exists() and len(RESUMED.findall(log.read_text())) >= k
+            if running and ready:
+                action(running[0]["JobId"])
+                ended.add(running[0]["JobId"])
+                break
+            time.sleep(0.5)
+        else:
+            proc.kill()
+            pytest.fail(f"attempt {k + 1} of the training job never ran with a checkpoint to resume from: "
+                        f"{proc.communicate()[0][-3000:]}")
     try:
         output = proc.communicate(timeout=600)[0]
     except subprocess.TimeoutExpired:
         proc.kill()
         pytest.fail(f"Snakemake did not finish within 10 minutes of the interruption: {proc.communicate()[0][-3000:]}")
     done = subprocess.CompletedProcess(proc.args, proc.returncode, output, "")
-    return done, [j for j in of_rule(slurm_jobs(slurm_env), "train", "oracle-vicurl") if j["JobId"] not in known], run
+    return done, [j for j in of_rule(slurm_jobs(slurm_env), "train", "oracle-vicurl") if j["JobId"] not in earlier], run
 
 
 @pytest.fixture
@@ -178,25 +189,23 @@ def long_training(tmp_path):
     return [over]
 
 
-@pytest.mark.parametrize("how", ["scancel", "kill"])
-def test_an_ended_training_job_is_retried_with_a_longer_runtime_and_resumes(slurm_env, tmp_path, long_training, how):
-    """`scancel` (CANCELLED) or the training process killed inside the job (FAILED): Snakemake
-    submits a second attempt with the profile's runtime for attempt 2; training resumes from `_work/`."""
-    def end(job_id):
-        if how == "scancel":
-            subprocess.run(["scancel", job_id], check=True, env=slurm_env)
-        else:
-            kill_rule_script(job_id, "train.py")
-
-    done, jobs, run = interrupt_training(slurm_env, tmp_path, end, long_training)
+def test_an_ended_training_job_is_retried_with_a_longer_runtime_and_resumes(slurm_env, tmp_path, long_training):
+    """`scancel` (CANCELLED), then the training process killed inside the retried job (FAILED): Snakemake
+    submits each next attempt with the profile's runtime for it (3 attempts: retries 2); each resumes from
+    `_work/`, and every step is trained once."""
+    longer = tmp_path / "longer.yaml"  # a step can take 0.1 s: long enough to be caught after its resume
+    longer.write_text(yaml.safe_dump({"studies": {"main": {"train": {"total_steps": 200}, "eval_every": 200}}}))
+    scancel = lambda job: subprocess.run(["scancel", job], check=True, env=slurm_env)  # noqa: E731
+    kill = lambda job: kill_rule_script(job, "train.py")  # noqa: E731
+    done, jobs, run = interrupt_training(slurm_env, tmp_path, [scancel, kill], [*long_training, longer])
     assert done.returncode == 0, done.stdout[-5000:]
-    assert [j["JobState"] for j in jobs] == ["CANCELLED" if how == "scancel" else "FAILED", "COMPLETED"], jobs
-    assert [minutes(j["TimeLimit"]) for j in jobs] == [runtime("train", 1), runtime("train", 2)]
+    assert [j["JobState"] for j in jobs] == ["CANCELLED", "FAILED", "COMPLETED"], jobs
+    assert [minutes(j["TimeLimit"]) for j in jobs] == [runtime("train", a) for a in (1, 2, 3)]
     log = (tmp_path / "results/smoke/logs/train/main/tiny/oracle-vicurl/seed0.log").read_text()
-    resumed = [int(s) for s in re.findall(r"resumed from \S+ \(step (\d+)\)", log)]
-    assert len(resumed) == 1 and resumed[0] >= 2, log[-3000:]
+    resumed = [int(s) for s in RESUMED.findall(log)]
+    assert len(resumed) == 2 and 2 <= resumed[0] <= resumed[1], log[-3000:]
     metrics = pd.read_json(run / "metrics.jsonl", lines=True)
-    assert list(metrics["step"]) == list(range(1, 41))  # every step once: none lost, none twice
+    assert list(metrics["step"]) == list(range(1, 201))  # every step once: none lost, none twice
 
 
 def run_state(slurm_env, tmp_path, configs, run: str) -> dict[str, str]:
