@@ -45,23 +45,16 @@ def _temp_folder_of_the_session(tmp_path_factory):
     them outside a job's own temp folder (verl's checkpoint locks, the sessions of an in-process ``ray.init``, a
     killed engine's files). pytest's folders (tmp_path) stay where pytest keeps them, for a failed test's files,
     and torch's compile cache where torch keeps it."""
-    import os
     import tempfile
 
     from vicurl import vllm_env
 
     tmp_path_factory.getbasetemp()
-    with vllm_env.private_temp() as temp:
-        before, tempdir = {k: os.environ.get(k) for k in temp}, tempfile.tempdir
-        os.environ.update(temp)
-        tempfile.tempdir = temp["TMPDIR"]
+    with vllm_env.private_temp() as temp, pytest.MonkeyPatch.context() as mp:
+        for k, v in temp.items():
+            mp.setenv(k, v)
+        mp.setattr(tempfile, "tempdir", temp["TMPDIR"])
         yield
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        tempfile.tempdir = tempdir
 
 
 def _as_found():
