@@ -123,17 +123,23 @@ def private_temp(env: dict[str, str] | None = None):
 
 
 def compile_cache(env: dict[str, str]) -> dict[str, str]:
-    """TORCHINDUCTOR_CACHE_DIR where torch's default puts it for ``env`` (``<temp>/torchinductor_<user>``), or
-    nothing where ``env`` sets it: kept out of a job's private temp folder, so that a kernel torch compiled for
-    one job (verl's and vLLM's compiled functions) is not compiled again for each next one."""
-    if "TORCHINDUCTOR_CACHE_DIR" in env:
-        return {}
-    try:  # as torch names it (torch._inductor.runtime.cache_dir_utils.default_cache_dir)
-        user = getpass.getuser()
-    except (KeyError, OSError):  # a container's uid without a passwd entry
-        user = f"uid_{os.getuid()}"
-    user = re.sub(r'[\\/:*?"<>|]', "_", user)
-    return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(temp_folder(env), f"torchinductor_{user}")}
+    """torch's compile cache kept out of a job's private temp folder, so that a kernel torch compiled for one job
+    (verl's and vLLM's compiled functions) is not compiled again for each next one: TORCHINDUCTOR_CACHE_DIR where
+    torch's default puts it for ``env`` (``<temp>/torchinductor_<user>``), unless ``env`` sets it. And no
+    precompiled C++ headers: torch writes them into ``<temp>/torchinductor_<user>`` whatever the cache folder,
+    and each process that loads a cached CPU kernel builds them there first (7 CPU-seconds, in the private
+    folder again for every job), unless ``env`` asks for them."""
+    out = {}
+    if "TORCHINDUCTOR_CACHE_DIR" not in env:
+        try:  # as torch names it (torch._inductor.runtime.cache_dir_utils.default_cache_dir)
+            user = getpass.getuser()
+        except (KeyError, OSError):  # a container's uid without a passwd entry
+            user = f"uid_{os.getuid()}"
+        user = re.sub(r'[\\/:*?"<>|]', "_", user)
+        out["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(temp_folder(env), f"torchinductor_{user}")
+    if "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS" not in env:
+        out["TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"] = "0"
+    return out
 
 
 _prepared: dict[str, str] = {}  # what ``prepare`` set in this process

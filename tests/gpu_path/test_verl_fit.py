@@ -511,18 +511,19 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
     """VCRL with the oracle reward on 4 ranks (4 vLLM replicas): once the threshold rises (step 2), dropped
     prompts' rows are refilled with memory-bank prompts rolled out inside the step (a second generation
     and old-policy pass), and the update trains on them. (verl's fit raised KeyError 'mfu' at the first
-    replay before the replay batch carried global_token_num.) With 8 agent-loop workers, as on a GPU:
-    verl splits a replay's r x G rows into 8 equal chunks (`trainer.generate_in_equal_chunks` pads them where
-    r x G is not a multiple of 8; this run's replays are 2 x 4 rows) and spreads them over the replicas (all 4
+    replay before the replay batch carried global_token_num.) With several agent-loop workers, as on a GPU
+    (verl's default 8 there; 4 here, one a replica, each of them a process that imports vLLM): verl splits a
+    replay's r x G rows into one equal chunk a worker (`trainer.generate_in_equal_chunks` pads them where r x G
+    is not a multiple of the workers; this run's replays are 2 x 4 rows) and spreads them over the replicas (all 4
     serve the step's batch, more than one the replay), every one of which samples from the actor's weights (up to
     bf16 rounding: `bf16_rounding`). Under a
     100-character TMPDIR, as SLURM's per-job ones can be: Ray's and vLLM's sockets go through the
     launcher's short link (`vicurl.vllm_env.short_sockets`), into a folder of the run's own, which goes with it."""
     settings = {**BASE, "total_steps": 3, "reward": "oracle", "curriculum": "vcrl",
                 "curriculum_params": {"switch_step": 1}, "export_steps": [3]}
-    eight = {"overrides": ["actor_rollout_ref.rollout.agent.num_workers=8"]}  # verl's default on a GPU
+    workers = {"overrides": ["actor_rollout_ref.rollout.agent.num_workers=4"]}
     temp = long_folder(tmp_path, 100)
-    rc, log, _ = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set, verl=eight, ranks=4,
+    rc, log, _ = verl_launch(tmp_path / "vcrl", settings, tiny_model_dir, demo_train_set, verl=workers, ranks=4,
                              env={"TMPDIR": temp, "VICURL_RECORD_WEIGHTS": "1"})
     assert rc == 0, log[-4000:]
     assert list(Path(temp).iterdir()) == []  # the run's temp folder (Ray's session, vLLM's sockets) went with it

@@ -85,17 +85,24 @@ def test_preparing_twice_keeps_one_private_folder(tmp_path, monkeypatch):
 def test_torchs_compile_cache_outlives_the_jobs_temp_folder(tmp_path):
     """torch keeps its compiled kernels (inductor's, Triton's) in ``<temp>/torchinductor_<user>``: in a job's
     private temp folder they would go with it, and every job would compile them again. With the job's folder the
-    cache is where torch puts it without, and stays."""
-    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"} | {"TMPDIR": str(tmp_path)}
-    code = "from torch._inductor.runtime.cache_dir_utils import cache_dir; print(cache_dir())"
+    cache is where torch puts it without, and stays. torch's precompiled C++ headers, which it builds in
+    ``<temp>/torchinductor_<user>`` whatever the cache folder (each process, before it loads a cached CPU kernel),
+    are off: they would be built again in every job's folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHINDUCTOR_")} | {"TMPDIR": str(tmp_path)}
+    code = ("from torch._inductor.runtime.cache_dir_utils import cache_dir\n"
+            "from torch._inductor import codecache, config\n"
+            "print(cache_dir(), codecache._HEADER_DIR if config.cpp_cache_precompile_headers else None)")
     run = lambda env: subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,  # noqa: E731
-                                     timeout=120).stdout.strip()
-    torchs = run(env)
+                                     timeout=120).stdout.split()
+    torchs, headers = run(env)
+    assert Path(headers).is_relative_to(tmp_path)  # torch's defaults: both in the temp folder
     with vllm_env.private_temp(env) as temp:
         assert Path(temp["TMPDIR"]).parent == tmp_path
-        ours = run({**env, **temp})
+        ours, headers = run({**env, **temp})
+        assert headers == "None"  # (torch would have put them in temp["TMPDIR"])
     assert ours == torchs and Path(ours).parent == tmp_path and Path(ours).is_dir(), (ours, torchs)
-    assert vllm_env.compile_cache({**env, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "own")}) == {}  # the user's
+    own = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "own"), "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "1"}
+    assert vllm_env.compile_cache({**env, **own}) == {}  # the user's
 
 
 # a job that prepared vLLM's environment and has a child holding shared memory and a file in the private folder,
