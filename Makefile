@@ -7,10 +7,6 @@ VLLM_PY   := $(VLLM_VENV)/bin/python
 GPU_PY ?= .venv-gpu/bin/python
 CORES ?= all
 PYTEST_ARGS ?=
-# The local engine's jobs (demo, mini, the main test suite) run tiny models, several jobs to a few cores: GNU OpenMP's
-# threads otherwise spin between torch's small ops, CPU the other jobs wait for (the small DAG's test: 9% less CPU).
-# Not for vLLM's CPU engine (make rehearse, test-gpu-path), whose decoding waited on the woken threads (19% slower).
-LOCAL_ENV := OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE}
 
 .PHONY: setup setup-vllm demo mini rehearse rehearse-gpu rulegraph lint test test-main test-gpu-path clean-demo
 
@@ -39,11 +35,11 @@ setup-vllm: $(VLLM_VENV)/.installed
 
 ## make demo: the CPU demo DAG (synthetic task, tiny model) -> results/demo/
 demo: setup
-	$(LOCAL_ENV) $(VENV)/bin/snakemake --cores $(CORES) all
+	$(VENV)/bin/snakemake --cores $(CORES) all
 
 ## make mini: the mini reproduction (config/mini.yaml, about 75 min on 2 cores) -> results/mini/
 mini: setup
-	$(LOCAL_ENV) $(VENV)/bin/snakemake all --cores $(CORES) --configfile config/mini.yaml
+	$(VENV)/bin/snakemake all --cores $(CORES) --configfile config/mini.yaml
 
 ## make rehearse: config/gpu_smoke.yaml on this CPU without the Hub (stand-ins), verl's loop and vLLM's CPU build
 ## (docs/verl.md) -> results/gpu_smoke_cpu/
@@ -79,7 +75,7 @@ test: setup
 	$(MAKE) -j2 --output-sync=target test-main test-gpu-path
 
 test-main: setup
-	$(LOCAL_ENV) $(PY) -m pytest --ignore=tests/gpu_path --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/gpu_path --durations=15 $(PYTEST_ARGS)
 
 test-gpu-path: setup-vllm
 	$(VLLM_PY) -m pytest tests/gpu_path --durations=15 $(PYTEST_ARGS)

@@ -25,12 +25,16 @@ torch.set_num_threads(2)
 a = torch.randn(1500, 1500)
 float((a @ a).sum())  # the parent's OpenMP pool now has its threads
 
-def child():
+def child(ready):
+    ready.set()
     torch.zeros((1024, 3300))
 
 if __name__ == "__main__":
-    p = multiprocessing.get_context(sys.argv[1]).Process(target=child)
+    ctx = multiprocessing.get_context(sys.argv[1])
+    ready = ctx.Event()
+    p = ctx.Process(target=child, args=(ready,))
     p.start()
+    ready.wait(300)  # a spawned child imports torch first, which a loaded machine can take 10 s and more for
     p.join(10)
     print("hung" if p.is_alive() else "done", flush=True)
     p.kill()
