@@ -127,7 +127,7 @@ def compile_cache(env: dict[str, str]) -> dict[str, str]:
     (verl's and vLLM's compiled functions) is not compiled again for each next one: TORCHINDUCTOR_CACHE_DIR where
     torch's default puts it for ``env`` (``<temp>/torchinductor_<user>``), unless ``env`` sets it. And no
     precompiled C++ headers: torch writes them into ``<temp>/torchinductor_<user>`` whatever the cache folder,
-    and each process that loads a cached CPU kernel builds them there first (7 CPU-seconds, in the private
+    and each process that loads a cached CPU kernel builds them there first (6-7 CPU-seconds, in the private
     folder again for every job), unless ``env`` asks for them."""
     out = {}
     if "TORCHINDUCTOR_CACHE_DIR" not in env:
