@@ -1,8 +1,8 @@
 """The evaluation's vLLM path on vLLM's real engine (its CPU build), through the project's own code,
 on the demo's tiny base model: what vLLM does with the prompts and requests the project builds.
 
-One engine serves the module (an engine start is about 25 s here); the samples depend only on the
-requests' seeds, which a fresh engine checks (``test_prompt_stats_*``).
+One engine serves the module (an engine start is about 25 CPU-seconds here), one of the BOS model its two
+tests; the samples depend only on the requests' seeds, which a fresh engine checks (``test_prompt_stats_*``).
 """
 
 from __future__ import annotations
@@ -259,35 +259,20 @@ def test_identical_problems_and_benchmarks_get_their_own_samples(vllm, engine, t
     assert all(again[k].equals(sets[k]) for k in sets)
 
 
-# ---------------------------------------------------------------- weights updated in place, as verl's sync does
-
-
-def test_the_engine_computes_with_the_weights_a_sync_loads(vllm, tiny_model_dir, engine_args, monkeypatch):
-    """vLLM's CPU build packs its linear weights into oneDNN or AMX kernels and drops the Parameters (in
-    float32 on every x86 CPU); verl's sync then failed ("'Parameter' object has no attribute
-    'weight_loader'") and the run hung. With `vicurl.cpu_rehearsal.vllm_cpu` (a vLLM plugin of the
-    rehearsal's environment) the weights stay Parameters: loaded in place, the engine samples from them
-    (a zero embedding, tied to the lm_head, makes every next token equally likely: log-prob -log V)."""
-    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # apply_model sends a function to the worker
-    # the worker imports the function by name: spawned processes start with this sys.path
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    from weight_sync import load_in_place
-
-    llm = start_engine(tiny_model_dir, 0, engine_args)
-    assert engine_args["dtype"] == "float32"
-    (result,) = llm.apply_model(load_in_place)
-    assert result == (True, 0.0)
-    params = vllm.SamplingParams(n=2, max_tokens=8, seed=0, logprobs=0, ignore_eos=True)
-    (out,) = llm.generate([{"prompt_token_ids": [5, 6, 7]}], params, use_tqdm=False)
-    vocab = llm.llm_engine.model_config.get_vocab_size()
-    lps = [pos[t].logprob for c in out.outputs for pos, t in zip(c.logprobs, c.token_ids)]
-    assert len(lps) == 16 and lps == pytest.approx([-math.log(vocab)] * 16, abs=1e-5)
-
-
 # ---------------------------------------------------------------- prompts as token ids
 
 
-def test_vllm_takes_the_token_prompts_as_they_are_no_bos_added(vllm, bos_model_dir, engine_args):
+@pytest.fixture(scope="module")
+def bos_engine(vllm, bos_model_dir, engine_args):
+    """An engine of the BOS model (`bos_model_dir`) that runs a function it is sent in its worker, as verl's
+    weight sync has it do: the weights test changes its weights, so it comes last."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # apply_model sends a function to the worker
+        mp.syspath_prepend(str(Path(__file__).parent))  # which imports it by name: spawned processes get this sys.path
+        return start_engine(bos_model_dir, 0, engine_args)
+
+
+def test_vllm_takes_the_token_prompts_as_they_are_no_bos_added(vllm, bos_engine, bos_model_dir):
     """A tokenizer that adds a BOS and a chat template that renders one: vLLM's engine conditions on
     exactly the ids the CPU sampler conditions on (one BOS, the template's); a string prompt would
     have got a second one (vLLM tokenizes it with special tokens)."""
@@ -297,7 +282,7 @@ def test_vllm_takes_the_token_prompts_as_they_are_no_bos_added(vllm, bos_model_d
     bos = tok.bos_token_id
     problems = pd.DataFrame({"id": ["a", "b"], "question": ["Compute 1 + 1.", "Compute 2 + 3."]})
     s = SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=4, seed=0, chat_template=True)
-    llm = Recorder(start_engine(bos_model_dir, 0, engine_args))
+    llm = Recorder(bos_engine)
     records = generate_records_vllm(bos_model_dir, problems, s, llm=llm)
     assert len(records) == 4
     texts = [build_prompt(q, tokenizer=tok, chat_template=True) for q in problems["question"]]
@@ -309,6 +294,31 @@ def test_vllm_takes_the_token_prompts_as_they_are_no_bos_added(vllm, bos_model_d
         assert ro.prompt_ids[2 * j][ro.prompt_mask[2 * j].bool()].tolist() == ids
     (from_text,) = llm.llm.generate([texts[0]], _params(n=1), use_tqdm=False)
     assert list(from_text.prompt_token_ids) == [bos] + list(llm.outputs[0].prompt_token_ids)
+
+
+# ---------------------------------------------------------------- weights updated in place, as verl's sync does
+
+
+def test_the_engine_computes_with_the_weights_a_sync_loads(vllm, bos_engine, engine_args, monkeypatch):
+    """vLLM's CPU build packs its linear weights into oneDNN or AMX kernels and drops the Parameters (in
+    float32 on every x86 CPU); verl's sync then failed ("'Parameter' object has no attribute
+    'weight_loader'") and the run hung. With `vicurl.cpu_rehearsal.vllm_cpu` (a vLLM plugin of the
+    rehearsal's environment) the weights stay Parameters: loaded in place, the engine samples from them
+    (a zero embedding, tied to the lm_head, makes every next token equally likely: log-prob -log V). On the
+    BOS model's engine, its last user."""
+    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    from weight_sync import load_in_place
+
+    llm = bos_engine
+    assert engine_args["dtype"] == "float32"
+    (result,) = llm.apply_model(load_in_place)
+    assert result == (True, 0.0)
+    params = vllm.SamplingParams(n=2, max_tokens=8, seed=0, logprobs=0, ignore_eos=True)
+    (out,) = llm.generate([{"prompt_token_ids": [5, 6, 7]}], params, use_tqdm=False)
+    vocab = llm.llm_engine.model_config.get_vocab_size()
+    lps = [pos[t].logprob for c in out.outputs for pos, t in zip(c.logprobs, c.token_ids)]
+    assert len(lps) == 16 and lps == pytest.approx([-math.log(vocab)] * 16, abs=1e-5)
 
 
 def _params(**kw):

@@ -11,7 +11,8 @@ def load_in_place(model) -> tuple[bool, float]:
     params = dict(model.named_parameters())
     proj = params["model.layers.0.self_attn.o_proj.weight"]
     doubled = 2 * proj.detach().clone()
-    model.load_weights([("model.embed_tokens.weight", torch.zeros_like(params["model.embed_tokens.weight"])),
+    embedding = model.model.embed_tokens  # vLLM pads its rows to a multiple of 64; verl sends the model's own
+    model.load_weights([("model.embed_tokens.weight", torch.zeros(embedding.org_vocab_size, embedding.embedding_dim)),
                         ("model.layers.0.self_attn.o_proj.weight", doubled)])
     loaders = all(hasattr(m.weight, "weight_loader") for m in model.modules()
                   if hasattr(m, "quant_method") and getattr(m, "weight", None) is not None and m.weight.ndim == 2)
