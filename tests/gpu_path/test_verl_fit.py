@@ -606,23 +606,21 @@ print(colocate_socket.of_run("ipc:///tmp/rl-colocate-zmq-01000000-replica-0-rank
 def test_each_run_syncs_weights_over_a_socket_of_its_own(vllm, tmp_path):
     """verl 0.9.1 names the weight-sync socket after the Ray job id, ``01000000`` in every fresh Ray
     cluster, so two runs on one machine would share it; with the launcher's environment the receiver's
-    address (vLLM's worker) carries the run's token, one per run, and equals the sender's. It lies in the
-    run's temp folder, not in /tmp, where a killed run's socket file would stay."""
+    address (vLLM's worker) carries the run's token and equals the sender's, and every run gets a token of
+    its own. It lies in the run's temp folder, not in /tmp, where a killed run's socket file would stay."""
     import os
     import subprocess
     import sys
 
-    from vicurl.engines.verl import launch
+    from vicurl.engines.verl import colocate_socket, launch
 
-    handles = []
-    for _ in range(2):
-        env = {k: v for k, v in os.environ.items() if k != "VLLM_RPC_BASE_PATH"}
-        env |= {"VERL_RAY_JOB_ID": "01000000", "TMPDIR": str(tmp_path)}
-        env.update(launch.verl_environment(env))
-        out = subprocess.run([sys.executable, "-c", SOCKETS], env=env, capture_output=True, text=True, timeout=300)
-        assert out.returncode == 0, out.stderr[-3000:]
-        receiver, sender = out.stdout.split()[-2:]
-        assert receiver == sender and env["VICURL_RUN_TOKEN"] in receiver, out.stdout
-        assert receiver.startswith(f"ipc://{tmp_path}/rl-colocate-zmq-"), receiver
-        handles.append(receiver)
-    assert handles[0] != handles[1]
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_RPC_BASE_PATH"}
+    env |= {"VERL_RAY_JOB_ID": "01000000", "TMPDIR": str(tmp_path)}
+    other = launch.verl_environment(env)[colocate_socket.TOKEN]  # another run's
+    env.update(launch.verl_environment(env))
+    out = subprocess.run([sys.executable, "-c", SOCKETS], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    receiver, sender = out.stdout.split()[-2:]
+    assert receiver == sender and env[colocate_socket.TOKEN] in receiver, out.stdout
+    assert receiver.startswith(f"ipc://{tmp_path}/rl-colocate-zmq-"), receiver
+    assert other != env[colocate_socket.TOKEN] and other not in receiver
