@@ -306,17 +306,16 @@ def test_the_engine_computes_with_the_weights_a_sync_loads(vllm, bos_engine, eng
     rehearsal's environment) the weights stay Parameters: loaded in place, the engine samples from them
     (a zero embedding, tied to the lm_head, makes every next token equally likely: log-prob -log V). On the
     BOS model's engine, its last user."""
-    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # this process pickles the function (the engine's
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))          # processes were started with both: the fixture)
     from weight_sync import load_in_place
 
-    llm = bos_engine
     assert engine_args["dtype"] == "float32"
-    (result,) = llm.apply_model(load_in_place)
+    (result,) = bos_engine.apply_model(load_in_place)
     assert result == (True, 0.0)
     params = vllm.SamplingParams(n=2, max_tokens=8, seed=0, logprobs=0, ignore_eos=True)
-    (out,) = llm.generate([{"prompt_token_ids": [5, 6, 7]}], params, use_tqdm=False)
-    vocab = llm.llm_engine.model_config.get_vocab_size()
+    (out,) = bos_engine.generate([{"prompt_token_ids": [5, 6, 7]}], params, use_tqdm=False)
+    vocab = bos_engine.llm_engine.model_config.get_vocab_size()
     lps = [pos[t].logprob for c in out.outputs for pos, t in zip(c.logprobs, c.token_ids)]
     assert len(lps) == 16 and lps == pytest.approx([-math.log(vocab)] * 16, abs=1e-5)
 
