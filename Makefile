@@ -37,7 +37,7 @@ setup-vllm: $(VLLM_VENV)/.installed
 demo: setup
 	$(VENV)/bin/snakemake --cores $(CORES) all
 
-## make mini: the mini reproduction (config/mini.yaml, about 75 min on 2 cores) -> results/mini/
+## make mini: the mini reproduction (config/mini.yaml, 60-75 min on 2 cores) -> results/mini/
 mini: setup
 	$(VENV)/bin/snakemake all --cores $(CORES) --configfile config/mini.yaml
 
