@@ -46,6 +46,7 @@ ROUTES = ("sdpa_pack", "one_at_a_time", "varlen")
 
 def build(device: str, dtype: torch.dtype, small: bool):
     import vicurl.engines.verl.varlen_attention  # noqa: F401 (registers the launcher's attention)
+    from vicurl.models import rope
 
     kind, kw = ARCHS[HUB_ID]
     if small:  # the CPU's rehearsal of the script
@@ -54,7 +55,7 @@ def build(device: str, dtype: torch.dtype, small: bool):
     cfg_cls, model_cls = model_classes(kind)
     torch.manual_seed(0)
     with torch.device(device):
-        model = model_cls(cfg_cls(**kw, attn_implementation="sdpa", use_cache=False)).to(dtype)
+        model = rope.cast(model_cls(cfg_cls(**kw, attn_implementation="sdpa", use_cache=False)), dtype)
     return model, arch_of(kind, kw)
 
 
@@ -124,7 +125,6 @@ def main(argv=None) -> None:
     results: dict = {"card": card, "dtype": str(dtype), "lengths": lengths, "torch": torch.__version__, "routes": {}}
     with torch.no_grad():
         reference = log_probs(model, forward(model, "sdpa_pack", ids, pos, lengths), ids)
-    weights = torch.cuda.memory_allocated() if cuda else 0
     for route in a.routes:
         r: dict = {}
         with torch.no_grad():
@@ -141,11 +141,12 @@ def main(argv=None) -> None:
 
             if cuda:
                 step()  # the gradients allocated before the peak is read
+                held = torch.cuda.memory_allocated()  # the weights and their gradients
                 torch.cuda.reset_peak_memory_stats()
             key = "checkpointing" if ckpt else "no_checkpointing"
             r[f"train_s_{key}"] = timed(step, a.reps, sync)
             if cuda:
-                r[f"peak_mb_a_token_{key}"] = (torch.cuda.max_memory_allocated() - weights) / tokens / 2**20
+                r[f"peak_mb_a_token_{key}"] = (torch.cuda.max_memory_allocated() - held) / tokens / 2**20
             model.eval()
         model.gradient_checkpointing_disable()
         r["forward_tflops"] = fwd_flops / r["forward_s"] / 1e12

@@ -46,7 +46,7 @@ from vicurl.engines.verl.sampler import CurriculumSampler
 from vicurl.engines.verl.trainer import OVERRIDES, VICuRLTrainer
 from vicurl.prompts import build_prompts
 from vicurl.sampling import Rollouts
-from vicurl.settings import TrainSettings, VerlSettings
+from vicurl.settings import TrainSettings
 
 from harness import DEMO, ENGINE_RUN, LAUNCHER_RUN, REPO, settings_for
 
@@ -429,13 +429,13 @@ def test_paper_runs_compose_with_verls_config(tmp_path):
 
     cfg = paper_config()
     assert cfg["engine"] == "verl"
-    seen = set()
+    seen, checkpointing = set(), {}
     for run in runs_lib.runs(cfg):
         settings = runs_lib.train_settings(cfg, run)
         hook_lib.check_settings(settings)
         ov = launch.overrides(settings, model_path=cfg["models"][run.model]["hub_id"], train_files="/d/train.parquet",
                               work_dir=f"/w/{run.path}/_work", settings_path="/w/s.json", train_set="/d/t.parquet",
-                              vocab_size=151936, n_train=40315, verl=cfg.get("verl"))
+                              vocab_size=151936, n_train=40315, verl=runs_lib.verl_settings(cfg, run.model))
         # the same overrides as a run already composed, up to the values that name the run (its seed goes
         # into data.seed and the experiment's name: values, not keys)
         key = tuple(o for o in ov if "model.path" not in o and "_work" not in o
@@ -456,14 +456,19 @@ def test_paper_runs_compose_with_verls_config(tmp_path):
         assert "hf_model" not in a.actor.checkpoint.save_contents  # exports are merged from the shards
         assert a.model.override_config.attn_implementation == "vicurl_varlen" and a.model.use_remove_padding
         assert a.ref.fsdp_config.model_dtype == "bf16"  # the reference's weights in its compute dtype
-        verl = VerlSettings.from_dict(cfg.get("verl"))  # the section these overrides were given
-        assert a.actor.ppo_max_token_len_per_gpu == verl.max_token_len_per_gpu  # the update's budget
+        verl = runs_lib.verl_settings(cfg, run.model)  # the model's settings, as the train job gives them
+        # the update's budget, the forward-only passes' larger one; a whole sequence fits either (long_output)
+        longest = settings["max_prompt_length"] + settings["max_response_length"]
+        assert a.actor.ppo_max_token_len_per_gpu == max(verl.max_token_len_per_gpu, longest)
         assert a.ref.log_prob_max_token_len_per_gpu == a.rollout.log_prob_max_token_len_per_gpu \
-            == verl.forward_token_len_per_gpu > verl.max_token_len_per_gpu  # the forward-only passes': larger
+            == max(verl.forward_token_len_per_gpu, longest) > a.actor.ppo_max_token_len_per_gpu
         assert a.model.enable_gradient_checkpointing == verl.gradient_checkpointing
+        checkpointing[run.model] = verl.gradient_checkpointing
         assert a.model.custom_chat_template == VERBATIM_TEMPLATE and c.vicurl.vocab_size == 151936
         assert a.rollout.seed == rollout_seeds.engine_seed(settings["seed"], 0)
-    assert seen
+    # each model's own settings (verl.models): the 7B checkpoints its update, the smaller ones do not
+    assert checkpointing == {"qwen_math_1.5b": False, "r1_distill_1.5b": False, "llama_3b_instruct": False,
+                             "qwen_math_7b": True}, checkpointing
 
 
 def test_every_path_verl_and_ray_get_is_absolute(tmp_path, monkeypatch):

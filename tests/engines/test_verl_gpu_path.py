@@ -103,8 +103,8 @@ def test_packed_log_probs_equal_one_sequence_at_a_time(attention, chat_model_dir
     restarting at each sequence: ``FSDPEngineWithLMHead.prepare_model_inputs``) attends within each
     sequence only, under the launcher's attention (each sequence its own causal attention; on the CPU one
     at a time) and under sdpa (a dense block mask transformers builds from the position ids): the log-probs
-    equal those of each sequence alone. So does a padded batch (a 2D mask, which the packed route never
-    passes) under the launcher's attention."""
+    equal those of each sequence alone. So do a padded batch (a 2D mask, which the packed route never
+    passes) and a batch of rows without positions under the launcher's attention."""
     from verl.utils.torch_functional import logprobs_from_logits
 
     config = launcher_config(chat_model_dir, tmp_path, verl={"attn_implementation": attention})
@@ -131,6 +131,42 @@ def test_packed_log_probs_equal_one_sequence_at_a_time(attention, chat_model_dir
             logits = model(input_ids=padded, attention_mask=mask, use_cache=False).logits
             for row, one in zip(logits, alone):
                 torch.testing.assert_close(row[: len(one)], one, atol=1e-5, rtol=1e-5)
+            # rows of equal length, neither positions nor a mask given (transformers passes one row of positions)
+            pair = torch.stack([seqs[0], seqs[0].flip(0)])
+            rows = model(input_ids=pair, use_cache=False).logits
+            torch.testing.assert_close(rows[0], alone[0], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(rows[1], model(input_ids=pair[1:], use_cache=False).logits[0], atol=1e-5, rtol=1e-5)
+
+
+def test_gradient_checkpointing_changes_no_log_prob_nor_gradient(chat_model_dir, tmp_path):
+    """The update with and without gradient checkpointing (``verl.gradient_checkpointing``, off for the
+    paper's smaller models, as verl enables it: non-reentrant) on a packed micro-batch of unequal lengths
+    under the launcher's attention: the same log-probs and the same gradient of every parameter."""
+    from verl.utils.torch_functional import logprobs_from_logits
+
+    model = load_like_verls_engine(verl_model_config(launcher_config(chat_model_dir, tmp_path))).train()
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, model.config.vocab_size, (1, 23), generator=g)
+    pos = torch.cat([torch.arange(9), torch.arange(14)])[None]
+    weights = torch.randn(23, generator=g)
+
+    def update(checkpointing: bool):
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_disable()
+        model.zero_grad(set_to_none=True)
+        logits = model(input_ids=ids, position_ids=pos, use_cache=False).logits[0]
+        lp = logprobs_from_logits(logits, torch.roll(ids[0], -1))
+        (lp * weights).sum().backward()
+        return lp.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    (lp_on, grads_on), (lp_off, grads_off) = update(True), update(False)
+    assert model.is_gradient_checkpointing is False
+    torch.testing.assert_close(lp_on, lp_off, rtol=0, atol=0)
+    assert grads_on.keys() == grads_off.keys()
+    for name, grad in grads_on.items():
+        torch.testing.assert_close(grad, grads_off[name], rtol=1e-6, atol=1e-8, msg=lambda m: f"{name}: {m}")
 
 
 # ---------------------------------------------------------------- 2., 4. exports: merged shards, base tokenizer
@@ -730,7 +766,7 @@ rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 dist.init_process_group("gloo", rank=rank, world_size=world)
 
 
-def check(family, model_path, actor_path):
+def check(family, model_path, actor_path, ref_path):
     model_cfg, actor = OmegaConf.load(model_path), OmegaConf.load(actor_path)
     actor.fsdp_config.strategy = actor.strategy  # as verl's ActorConfig passes it on (fsdp2)
     # float32 compute, so that the two routes compare closely (the run's own policy is bf16)
@@ -768,25 +804,39 @@ def check(family, model_path, actor_path):
     assert set(g_fused) == names, (sorted(g_fused), sorted(names))
     for n, p in plain.named_parameters():
         torch.testing.assert_close(g_fused[n], p.grad, rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
+
+    # the reference, built as verl builds it from the launcher's ref config (bf16 weights): its rotary
+    # frequencies stay float32, those of the model the actor and vLLM compute with (rope_fp32.py)
+    ref = OmegaConf.load(ref_path)
+    assert ref.fsdp_config.model_dtype == "bf16", ref.fsdp_config
+    ref.fsdp_config.strategy = ref.strategy
+    reference = FSDPEngine(omega_conf_to_dataclass(model_cfg), omega_conf_to_dataclass(ref.fsdp_config),
+                           omega_conf_to_dataclass(actor.optim), omega_conf_to_dataclass(actor.checkpoint))._build_module()
+    assert next(reference.parameters()).dtype == torch.bfloat16
+    want = dict(plain.named_buffers())
+    rotary = {n: b for n, b in reference.named_buffers() if n.endswith("inv_freq")}
+    assert rotary and all(b.dtype == torch.float32 and torch.equal(b, want[n]) for n, b in rotary.items()), rotary
     if rank == 0:
         print(family, "head-in-root" if head_in_root else "head-own-unit", "equal", flush=True)
 
 
-for family, model_path, actor_path in zip(sys.argv[1::3], sys.argv[2::3], sys.argv[3::3]):
-    check(family, model_path, actor_path)
+for family, model_path, actor_path, ref_path in zip(*(iter(sys.argv[1:]),) * 4):
+    check(family, model_path, actor_path, ref_path)
 dist.destroy_process_group()
 """
 
 
 def run_engine_ranks(code: str, configs: dict, work: Path, world_size: int) -> list[subprocess.CompletedProcess]:
     """``code`` on ``world_size`` gloo ranks (a process each), given, for each name of ``configs``, the name and
-    the model and actor configs of its config as verl's workers receive them (three arguments a config)."""
+    the model, actor and reference configs of its config as verl's workers receive them (four arguments a
+    config)."""
     args, script = [], work / "engine.py"
     for name, config in configs.items():
-        model_cfg, actor_cfg = work / f"{name}.model.yaml", work / f"{name}.actor.yaml"
-        OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
-        OmegaConf.save(config.actor_rollout_ref.actor, actor_cfg, resolve=True)
-        args += [name, str(model_cfg), str(actor_cfg)]
+        paths = [work / f"{name}.{part}.yaml" for part in ("model", "actor", "ref")]
+        OmegaConf.save(config.actor_rollout_ref.model, paths[0])
+        OmegaConf.save(config.actor_rollout_ref.actor, paths[1], resolve=True)
+        OmegaConf.save(config.actor_rollout_ref.ref, paths[2], resolve=True)
+        args += [name, *map(str, paths)]
     script.write_text(code)
     from vicurl.cpu_rehearsal import VERL_ENV  # verl's CPU platform (its FSDP engine asks the device)
 
@@ -820,13 +870,13 @@ def paper_families(chat_model_dir, tmp_path_factory):
     }
 
 
-def test_the_untied_head_patch_answers_verls_line():
-    """``fsdp_wrap`` replaces verl 0.9.1's choice of FSDP2 units; an upgrade that moves the line it
-    answers fails here."""
+def test_the_model_patches_answer_verls_lines():
+    """``fsdp_wrap`` replaces verl 0.9.1's choice of FSDP2 units, ``rope_fp32`` follows its cast of a built
+    model; an upgrade that moves the lines they answer fails here."""
     from vicurl.cpu_rehearsal import stale_patches
-    from vicurl.engines.verl import fsdp_wrap
+    from vicurl.engines.verl import fsdp_wrap, rope_fp32
 
-    assert stale_patches(fsdp_wrap.PATCHES) == []
+    assert stale_patches(fsdp_wrap.PATCHES + rope_fp32.PATCHES) == []
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -857,7 +907,9 @@ def test_fsdp2_ranks_take_the_fused_route_tied_or_untied(paper_families, chat_mo
     two packed sequences of unequal lengths (without fused kernels and without flash-attn verl loops over
     token rows: 11x slower on an H200); the engine's attention is the launcher's (`varlen_attention`: each
     sequence its own, on the CPU one at a time), the unsharded model's today's sdpa over its dense block mask.
-    The paper's four families (tied and untied Qwen2 and Llama) in one launch of the two ranks."""
+    The reference, built from the launcher's ref config in bf16, keeps its rotary frequencies float32
+    (``rope_fp32.py``; verl's cast had rounded them). The paper's four families (tied and untied Qwen2 and
+    Llama) in one launch of the two ranks."""
     configs = {}
     for family, model in paper_families.items():
         configs[family] = launcher_config(model, tmp_path)

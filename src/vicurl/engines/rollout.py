@@ -29,6 +29,7 @@ from vicurl import rewards as reward_sources
 from vicurl.algos.confidence import logprobs_and_entropy
 from vicurl.curriculum import Batch, schedules
 from vicurl.engines import step as engine_step
+from vicurl.models import rope
 from vicurl.sampling import Rollouts, sample
 from vicurl.settings import TrainSettings
 
@@ -134,12 +135,13 @@ class RolloutScorer:
 
     def sampling_model(self):
         """The model rollouts are drawn from: the policy itself on the CPU; on CUDA a bf16 copy
-        holding the policy's current weights (kept between steps, refreshed before each use)."""
+        holding the policy's current weights (kept between steps, refreshed before each use), its rotary
+        frequencies float32 as the policy's (`vicurl.models.rope`)."""
         dtype = devices.sampling_dtype(self.device)
         if dtype == self.policy.dtype:
             return self.policy
         if self._sampler is None:
-            self._sampler = copy.deepcopy(self.policy).to(dtype).requires_grad_(False)
+            self._sampler = rope.cast(copy.deepcopy(self.policy), dtype).requires_grad_(False)
         else:
             self._sampler.load_state_dict(self.policy.state_dict())  # casts to bf16 in place
         return self._sampler

@@ -320,7 +320,7 @@ def ray_worker_variables(env: Mapping[str, str], base: Mapping[str, str]) -> lis
 # the project's patches of verl, imported by `import verl` in every process of a run (Ray's workers and vLLM's
 # worker processes inherit the variable): each answers a line of verl 0.9.1 that a test watches
 VERL_MODULES = ("vicurl.engines.verl.fsdp_wrap", "vicurl.engines.verl.colocate_socket",
-                "vicurl.engines.verl.varlen_attention")
+                "vicurl.engines.verl.varlen_attention", "vicurl.engines.verl.rope_fp32")
 
 
 def verl_environment(env: dict[str, str]) -> dict[str, str]:

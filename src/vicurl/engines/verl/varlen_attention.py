@@ -57,7 +57,8 @@ def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
         raise ValueError(f"{NAME}: keys and queries of different lengths (a KV cache): training passes only")
     q, k, v = (x.transpose(1, 2).reshape(b * t, x.shape[1], d) for x in (query, key, value))
     if attention_mask is None:
-        cu = segments(position_ids) if position_ids is not None else \
+        # a batch's rows each start a sequence; transformers passes one row of positions for all of them
+        cu = segments(position_ids.expand(b, t)) if position_ids is not None else \
             torch.arange(0, b * t + 1, t, dtype=torch.int32, device=query.device)
         out = packed(q, k, v, cu.to(query.device), scaling)
     else:  # a padded batch: each row's unmasked tokens are a sequence
