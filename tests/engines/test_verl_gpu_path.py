@@ -138,6 +138,49 @@ def test_packed_log_probs_equal_one_sequence_at_a_time(attention, chat_model_dir
             torch.testing.assert_close(rows[1], model(input_ids=pair[1:], use_cache=False).logits[0], atol=1e-5, rtol=1e-5)
 
 
+def _segments_sdpa(q, k, v, cu, causal, scale=None, enable_gqa=False):
+    """A stand-in for torch's varlen kernel: SDPA over each segment, as told (no default it does not have)."""
+    if k.shape[1] != q.shape[1] and not enable_gqa:
+        raise RuntimeError("heads differ")
+    out = []
+    for a, b in zip(cu[:-1].tolist(), cu[1:].tolist()):
+        seg = [x[a:b].transpose(0, 1)[None] for x in (q, k, v)]
+        out.append(torch.nn.functional.scaled_dot_product_attention(*seg, is_causal=causal, scale=scale,
+                                                                    enable_gqa=enable_gqa)[0].transpose(0, 1))
+    return torch.cat(out)
+
+
+def varlen_first_form(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, is_causal=False, return_aux=None):
+    """The first releases' signature: ``is_causal``, no scale, no grouped-query heads."""
+    return _segments_sdpa(query, key, value, cu_seq_q, is_causal)
+
+
+def varlen_later_form(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None,
+                      window_size=(-1, -1), enable_gqa=False, seqused_k=None, block_table=None, num_splits=None):
+    """torch 2.13's: causal only as ``window_size == (-1, 0)``, ``scale``, ``enable_gqa``."""
+    return _segments_sdpa(query, key, value, cu_seq_q, window_size == (-1, 0), scale, enable_gqa)
+
+
+@pytest.mark.parametrize("kernel", [varlen_first_form, varlen_later_form])
+def test_the_gpu_kernel_is_called_causal_with_the_models_scale_and_heads(kernel, monkeypatch):
+    """The launcher's attention calls torch's varlen kernel (a GPU's route, which a CPU cannot run) by the
+    keywords the installed signature has: against a stand-in of each form, causal, at a scale that is not
+    the kernel's default, with grouped-query heads (4 queries' to 2 keys'), on segments of unequal lengths,
+    it gives the CPU's route one segment at a time."""
+    import torch.nn.attention.varlen as varlen
+
+    monkeypatch.setattr(varlen, "varlen_attn", kernel)
+    varlen_attention._varlen_parameters.cache_clear()
+    try:
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(23, h, 16, generator=g) for h in (4, 2, 2))
+        cu = varlen_attention.segments(torch.cat([torch.arange(n) for n in (9, 3, 11)]))
+        got = varlen_attention.varlen_kernel(q, k, v, cu, 11, scale=0.3)
+    finally:
+        varlen_attention._varlen_parameters.cache_clear()
+    torch.testing.assert_close(got, varlen_attention.by_segment(q, k, v, cu, 0.3), rtol=1e-5, atol=1e-6)
+
+
 def test_gradient_checkpointing_changes_no_log_prob_nor_gradient(chat_model_dir, tmp_path):
     """The update with and without gradient checkpointing (``verl.gradient_checkpointing``, off for the
     paper's smaller models, as verl enables it: non-reentrant) on a packed micro-batch of unequal lengths

@@ -12,7 +12,7 @@ starts where its position is 0, as transformers' flash path reads them, ``prepar
 and
 
     on a GPU (bf16 / fp16)   torch's own ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention's
-                             variable-length kernel inside torch >= 2.10: no extra package), causal,
+                             variable-length kernel inside torch: no extra package), causal,
                              grouped-query heads through ``enable_gqa`` or repeated key/value heads
     elsewhere (the CPU)      ``scaled_dot_product_attention`` one segment at a time, causal
 
@@ -88,20 +88,25 @@ def by_segment(q, k, v, cu, scale):
 
 
 def varlen_kernel(q, k, v, cu, max_len, scale):
-    """torch's variable-length flash attention, causal: its keyword for it by version (torch 2.10
-    ``is_causal``; 2.11 on ``window_size=(-1, 0)``), grouped-query heads natively where it takes
-    ``enable_gqa``, else the key/value heads repeated."""
+    """torch's variable-length flash attention, causal, by the keywords its version takes (its signature
+    has changed between releases): causal as ``window_size=(-1, 0)``, else ``is_causal``; the scale as
+    ``scale``, else folded into the queries (the kernel's own is 1/sqrt(head dim)); grouped-query heads
+    natively where it takes ``enable_gqa``, else the key/value heads repeated."""
     from torch.nn.attention.varlen import varlen_attn
 
     params = _varlen_parameters()
-    causal = {"window_size": (-1, 0)} if "window_size" in params else {"is_causal": True}
+    kwargs = {"window_size": (-1, 0)} if "window_size" in params else {"is_causal": True}
+    if "scale" in params:
+        kwargs["scale"] = scale
+    elif scale is not None:
+        q = q * (scale * q.shape[-1] ** 0.5)
     if k.shape[1] != q.shape[1]:
         if "enable_gqa" in params:
-            causal["enable_gqa"] = True
+            kwargs["enable_gqa"] = True
         else:
             group = q.shape[1] // k.shape[1]
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    return varlen_attn(q, k, v, cu, cu, max_len, max_len, scale=scale, **causal)
+    return varlen_attn(q, k, v, cu, cu, max_len, max_len, **kwargs)
 
 
 @functools.lru_cache(maxsize=1)
