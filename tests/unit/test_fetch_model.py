@@ -111,29 +111,36 @@ def test_errors_name_the_config_key(hub, tmp_path, monkeypatch):
 
 
 def test_the_commit_resolved_first_is_every_later_fetchs(hub, tmp_path):
-    """hub_commits.yaml keeps the commit the main branch resolved to: once the Hub's main moves on, a fetch
-    into a deleted folder, or another scenario's, still takes the kept commit. The config's revision set to
-    that commit asks for what was asked before (nothing reruns); another revision is resolved and kept in its
-    place."""
+    """hub_commits.yaml keeps the commit each revision resolved to first: once the Hub's main moves on, a fetch
+    into a deleted folder, or another scenario's, still takes the kept commit, whether the config leaves the
+    revision unset or writes `main`. The config's revision set to that commit asks for what was asked before
+    (nothing reruns). Another revision (another scenario's, or a move) is resolved and kept beside it, and
+    changes nothing of the main branch's: unset again, the revision is main's kept commit."""
     commits, newer = tmp_path / "hub_commits.yaml", "f" * 40
-    first = fetch.fetch("org/model", tmp_path / "a" / "hub", tmp_path / "a" / "hub.json", commits=commits,
-                        endpoint=hub.url)
-    assert first["commit"] == SHA and fetch.read_commits(commits) == {"org/model": {"requested": None, "commit": SHA}}
+
+    def get(folder, revision=None):
+        return fetch.fetch("org/model", tmp_path / folder / "hub", tmp_path / folder / "hub.json", revision=revision,
+                           commits=commits, endpoint=hub.url)
+
+    assert get("a")["commit"] == SHA and fetch.read_commits(commits) == {"org/model": {"main": SHA}}
     hub.revisions["org/model"] = {"main": newer, "v2": newer}  # main moved on the Hub
     hub.requests.clear()
-    again = fetch.fetch("org/model", tmp_path / "b" / "hub", tmp_path / "b" / "hub.json", commits=commits,
-                        endpoint=hub.url)
-    assert again["commit"] == SHA and ("GET", f"/api/models/org/model/revision/{SHA}") in hub.requests
+    assert get("b")["commit"] == SHA == get("b2", revision="main")["commit"]
+    assert ("GET", f"/api/models/org/model/revision/{SHA}") in hub.requests
     kept = fetch.read_commits(commits)
-    assert fetch.request("org/model", None, kept) is None and fetch.request("org/model", SHA, kept) is None  # a pin
-    assert fetch.request("org/model", "v2", kept) == "v2"  # a move
-    moved = fetch.fetch("org/model", tmp_path / "c" / "hub", tmp_path / "c" / "hub.json", revision="v2",
-                        commits=commits, endpoint=hub.url)
-    assert moved["commit"] == newer and fetch.read_commits(commits) == {"org/model": {"requested": "v2", "commit": newer}}
+    for pin in (None, "main", SHA):  # unset, the branch written out, the kept commit: the same request
+        assert fetch.request("org/model", pin, kept) is None
+    assert fetch.request("org/model", "v2", kept) == "v2"  # a move, or another scenario's revision
+    assert get("c", revision="v2")["commit"] == newer
     kept = fetch.read_commits(commits)
-    assert fetch.request("org/model", newer, kept) == "v2" == fetch.request("org/model", None, kept)
+    assert kept == {"org/model": {"main": SHA, "v2": newer}}
+    assert fetch.request("org/model", newer, kept) == "v2" and fetch.request("org/model", None, kept) is None
+    assert get("d")["commit"] == SHA  # main's commit still: the other revision changed nothing of it
+
+    commits.write_text(f"org/model: {{requested: null, commit: '{SHA}'}}\n")  # the file's first form
+    assert fetch.read_commits(commits) == {"org/model": {"main": SHA}}
     commits.write_text("org/model: abc\n")
-    with pytest.raises(fetch.FetchError, match=r"hub_commits.yaml: 'org/model' must map to \{requested"):
+    with pytest.raises(fetch.FetchError, match=r"hub_commits.yaml: 'org/model' must map each revision to its commit"):
         fetch.read_commits(commits)
 
 

@@ -113,13 +113,14 @@ def test_the_smoke_configs_model_is_fetched_once_and_every_job_loads_the_folder(
         assert f"input: {folder}" in block or f"{folder}," in block, block
     # the commit is kept (hub_commits.yaml in the working folder); pinning it in the config plans the same jobs
     assert fetch_lib.read_commits(tmp_path / "w" / "hub_commits.yaml") == {
-        "Qwen/Qwen2.5-0.5B-Instruct": {"requested": None, "commit": SHA}}
+        "Qwen/Qwen2.5-0.5B-Instruct": {"main": SHA}}
     pins = {}
-    for name, revision in (("pin", SHA), ("move", "v2")):
+    for name, revision in (("pin", SHA), ("main", "main"), ("move", "v2")):
         pins[name] = tmp_path / f"{name}.yaml"
         pins[name].write_text(yaml.safe_dump({"models": {"qwen_0.5b_instruct": {"revision": revision}}}))
-    pinned = snakemake(tmp_path / "w", "all", "-n", configs=[*config_files("gpu")[:1], pins["pin"]], timeout=600)
-    assert pinned.returncode == 0 and job_counts(pinned.stdout + pinned.stderr) == counts, pinned.stderr[-3000:]
+    for name in ("pin", "main"):  # the kept commit, or the branch written out: the same plan
+        pinned = snakemake(tmp_path / "w", "all", "-n", configs=[*config_files("gpu")[:1], pins[name]], timeout=600)
+        assert pinned.returncode == 0 and job_counts(pinned.stdout + pinned.stderr) == counts, pinned.stderr[-3000:]
     # main moves on the Hub: a deleted folder is fetched again at the kept commit; another revision is a move
     hub = FakeHub({"Qwen/Qwen2.5-0.5B-Instruct": model})
     hub.revisions["Qwen/Qwen2.5-0.5B-Instruct"] = {"main": "f" * 40, "v2": "e" * 40}

@@ -7,11 +7,12 @@ of jobs do not each ask the Hub, and every run of a study trains the same weight
 repository changes meanwhile. The manifest beside the folder records the commit.
 
 The commit a model's revision (config key ``models.<name>.revision``, default the main branch) resolves to
-the first time is kept in ``hub_commits.yaml`` (config key ``hub_commits``), by Hub id, with the revision
-asked: every later fetch, after a deleted folder, in another scenario or in a checkout that has the file,
-takes that commit, until the config asks for another revision (``request``). So the main branch moving on
-the Hub changes nothing, and writing the kept commit into the config as the revision (a pin) reruns
-nothing either.
+the first time is kept in ``hub_commits.yaml`` (config key ``hub_commits``), by Hub id and revision: every
+later fetch of that revision, after a deleted folder, in another scenario or in a checkout that has the
+file, takes that commit. So the main branch moving on the Hub changes nothing; writing the kept commit into
+the config as the revision (a pin) reruns nothing either (``request``); another revision is resolved and
+kept beside it, and going back to the first takes its kept commit again. One scenario's revision never
+changes another's.
 
     python -m vicurl.models.fetch Qwen/Qwen2.5-Math-1.5B results/paper/models/qwen_math_1.5b/hub
 """
@@ -59,35 +60,45 @@ def manifest_of(model_dir: str | Path) -> Path:
     return Path(f"{model_dir}.json")
 
 
-def read_commits(path: str | Path) -> dict[str, dict[str, str | None]]:
-    """The kept commits (``hub_commits.yaml``): Hub id -> {"requested": the revision asked (None: the main
-    branch), "commit": what it resolved to}; empty where the file does not exist."""
+MAIN = "main"  # the Hub's default branch: the revision of a model whose config sets none
+
+
+def read_commits(path: str | Path) -> dict[str, dict[str, str]]:
+    """The kept commits (``hub_commits.yaml``): Hub id -> {revision asked (``MAIN`` where none was set): the
+    commit it resolved to first}; empty where the file does not exist."""
     import yaml
 
     path = Path(path)
     if not path.exists():
         return {}
     data = yaml.safe_load(path.read_text()) or {}
+    kept = {}
     for hub_id, entry in (data.items() if isinstance(data, dict) else [(None, data)]):
-        if not (isinstance(entry, dict) and set(entry) == {"requested", "commit"} and isinstance(entry["commit"], str)):
-            raise FetchError(f"{path}: {hub_id!r} must map to {{requested: <revision or null>, commit: <sha>}}, "
-                             f"not {entry!r}; delete the entry to fetch the model's main branch again")
-    return data
+        if isinstance(entry, dict) and set(entry) == {"requested", "commit"}:  # the file's first form: one a model
+            entry = {entry["requested"] or MAIN: entry["commit"]}
+        if not (isinstance(entry, dict) and entry and all(isinstance(v, str) for v in entry.values())):
+            raise FetchError(f"{path}: {hub_id!r} must map each revision to its commit ({{{MAIN}: <sha>}}), not "
+                             f"{entry!r}; delete the entry to fetch the model's revisions afresh")
+        kept[hub_id] = {str(revision): commit for revision, commit in entry.items()}
+    return kept
 
 
-def request(hub_id: str, revision: str | None, commits: dict[str, dict[str, str | None]]) -> str | None:
+def request(hub_id: str, revision: str | None, commits: dict[str, dict[str, str]]) -> str | None:
     """What a fetch of ``hub_id`` asks for (rule fetch_model's parameter: a change of it fetches again), given
-    the config's ``revision`` and the kept commits: the revision, unless it is unset or is the kept commit
-    itself; then the revision that commit was kept for (unchanged, so nothing reruns)."""
-    kept = commits.get(hub_id)
-    if kept and revision in (None, kept["commit"]):
-        return kept["requested"]
+    the config's ``revision`` and the kept commits: the revision (None for the main branch, however written),
+    or, where it is a commit kept for a revision, that revision (unchanged, so a pin reruns nothing)."""
+    revision = None if revision in (None, MAIN) else str(revision)
+    kept = commits.get(hub_id, {})
+    if revision is not None and revision not in kept:
+        for asked in sorted(kept, key=lambda r: (r != MAIN, r)):  # the main branch's first
+            if kept[asked] == revision:
+                return None if asked == MAIN else asked
     return revision
 
 
 def keep_commit(path: str | Path, hub_id: str, requested: str | None, commit: str) -> None:
-    """Record that ``requested`` resolved to ``commit`` for ``hub_id`` in the kept commits (under a lock:
-    several fetches may run at once)."""
+    """Record that ``requested`` (None: the main branch) resolved to ``commit`` for ``hub_id`` in the kept
+    commits, beside its other revisions' (under a lock: several fetches may run at once)."""
     import fcntl
 
     import yaml
@@ -99,10 +110,10 @@ def keep_commit(path: str | Path, hub_id: str, requested: str | None, commit: st
     with open(path.with_name(f".{path.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         commits = read_commits(path)
-        commits[hub_id] = {"requested": requested, "commit": commit}
-        write_text(path, "# The commit each Hugging Face Hub model was first fetched at, by Hub id, and the revision\n"
-                         "# that resolved to it (vicurl.models.fetch; config key hub_commits). Commit this file with the\n"
-                         "# study: every fetch takes these commits until the config asks for another revision.\n"
+        commits.setdefault(hub_id, {})[requested or MAIN] = commit
+        write_text(path, "# The commit each revision of a Hugging Face Hub model resolved to when first fetched, by Hub id\n"
+                         "# and revision (main: none set; vicurl.models.fetch, config key hub_commits). Commit this file\n"
+                         "# with the study: every fetch of a revision takes its commit here.\n"
                    + yaml.safe_dump(commits, sort_keys=True))
 
 
@@ -118,11 +129,10 @@ def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision:
 
     key = f"models.{name}" if name else hub_id
     out_dir, partial = Path(out_dir), Path(f"{out_dir}.partial")
-    kept = read_commits(commits).get(hub_id) if commits else None
-    if kept and kept["requested"] != revision:
-        kept = None  # another revision asked: resolved now, and kept in its place
+    revision = None if revision in (None, MAIN) else revision
+    kept = read_commits(commits).get(hub_id, {}).get(revision or MAIN) if commits else None
     api = huggingface_hub.HfApi(endpoint=endpoint)
-    asked = kept["commit"] if kept else revision
+    asked = kept or revision
     try:
         info = api.model_info(hub_id, revision=asked)  # the commit the revision names now, and its files
     except Exception as e:
