@@ -58,16 +58,19 @@ class SharedMemoryNotes:
 def end(members, grace: float, reap=None, notes: SharedMemoryNotes | None = None) -> int:
     """SIGTERM to every process ``members()`` returns (psutil.Process objects, called again before each
     signal: processes started meanwhile are included), SIGKILL to those left after ``grace`` seconds, then
-    the shared memory they mapped and left removed (with what ``notes`` noted earlier). ``reap``: called
+    the shared memory they mapped and left removed (with what ``notes`` noted earlier). Resource trackers are
+    waited for instead, and killed only if they linger; this process's own is left to clean up after it. ``reap``: called
     while waiting (a Popen's ``poll``). Returns how many processes there were."""
     import psutil
 
     seen: set[int] = set()
     notes = notes or SharedMemoryNotes()
-    trackers = lambda: [p for p in members() if _is_tracker(p)]  # noqa: E731
+    own = own_tracker()  # it cannot exit before this process does, and cleans up after it then: left alone
+    trackers = lambda: [p for p in members() if p.pid != own and _is_tracker(p)]  # noqa: E731
     others = lambda: [p for p in members() if not _is_tracker(p)]  # noqa: E731
-    for group, signals in ((others, ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0))),
-                           (trackers, ((None, 5.0), (signal.SIGKILL, 5.0)))):  # the trackers clean up and exit
+    # at most grace + 12 seconds: a job stopped by SLURM (grace 10) is gone within its default KillWait (30 s)
+    for group, signals in ((others, ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0))),
+                           (trackers, ((None, 5.0), (signal.SIGKILL, 2.0)))):  # the trackers clean up and exit
         for sig, wait in signals:
             procs = group()
             seen.update(p.pid for p in procs)
@@ -84,6 +87,13 @@ def end(members, grace: float, reap=None, notes: SharedMemoryNotes | None = None
                 time.sleep(0.2)
     notes.remove()
     return len(seen)
+
+
+def own_tracker() -> int | None:
+    """The pid of this process's own resource tracker, where it has started one."""
+    from multiprocessing import resource_tracker
+
+    return getattr(resource_tracker._resource_tracker, "_pid", None)
 
 
 def _is_tracker(p) -> bool:

@@ -201,6 +201,24 @@ def test_a_stopped_job_ends_its_loop(tmp_path, sig, codes):
     assert_all_ended(tmp_path)
 
 
+def test_a_job_stopped_by_slurm_is_gone_within_its_kill_wait(tmp_path):
+    """SIGTERM with the job's own grace (10 s) to a loop whose process ignores SIGTERM and holds shared memory
+    and a named semaphore, as vLLM's engine does: the job has ended it, the trackers have cleaned up and the job
+    has exited within SLURM's default KillWait (30 s), after which SLURM SIGKILLs what is left of the job."""
+    job = subprocess.Popen([sys.executable, "-c", JOB.replace(", end_grace=2", ""),
+                            *loop_cmd(tmp_path, shm=str(tmp_path / "shm"))])
+    pids(tmp_path)
+    while not (tmp_path / "shm").exists():
+        time.sleep(0.1)
+    start = time.time()
+    job.send_signal(signal.SIGTERM)
+    assert job.wait(timeout=60) == 128 + signal.SIGTERM
+    assert time.time() - start < 30
+    assert_all_ended(tmp_path)
+    names = (tmp_path / "shm").read_text().split()
+    assert len(names) == 2 and not [n for n in names if os.path.exists(f"/dev/shm/{n}")], names
+
+
 def test_a_job_whose_parent_died_ends_its_loop(tmp_path):
     """The job's parent (Snakemake) is killed: the job notices, ends its loop and exits."""
     parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "

@@ -146,6 +146,41 @@ def test_a_stopped_job_leaves_neither_its_temp_folder_nor_its_childrens_shared_m
     assert not os.path.exists(f"/dev/shm/{made['shm']}") and list(tmp_path.iterdir()) == []
 
 
+OWN_SEMAPHORES_JOB = r"""
+import json, multiprocessing as mp, time
+from vicurl import vllm_env
+vllm_env.prepare()
+ctx = mp.get_context("spawn")  # as vLLM starts its engine core: a resource tracker of this process's own
+sems = [ctx.Semaphore(), ctx.Lock()]  # named semaphores in /dev/shm, registered with that tracker
+child = ctx.Process(target=time.sleep, args=(600,))
+child.start()
+print(json.dumps({"sems": [s._semlock.name for s in sems], "child": child.pid}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_stopped_job_leaves_its_own_semaphores_to_its_resource_tracker(tmp_path):
+    """SIGTERM to a process that prepared vLLM's environment and holds multiprocessing objects of its own
+    beside a spawned child: its own resource tracker is not ended with the children (it cannot exit before its
+    parent does: the stop waited 5 s for it, then killed it) and unlinks the process's semaphores once the
+    process has exited, as at a normal exit."""
+    job = subprocess.Popen([sys.executable, "-c", OWN_SEMAPHORES_JOB], env={**os.environ, "TMPDIR": str(tmp_path)},
+                           stdout=subprocess.PIPE, text=True)
+    made = json.loads(job.stdout.readline())
+    files = [Path("/dev/shm") / f"sem.{name.lstrip('/')}" for name in made["sems"]]
+    assert all(f.exists() for f in files), files
+    job.send_signal(signal.SIGTERM)
+    assert job.wait(timeout=30) == 128 + signal.SIGTERM
+    deadline = time.time() + 20  # the tracker reads its parent's end, then unlinks
+    while any(f.exists() for f in files) and time.time() < deadline:
+        time.sleep(0.2)
+    try:
+        assert not any(f.exists() for f in files), files
+    finally:
+        for f in files:
+            f.unlink(missing_ok=True)
+
+
 @pytest.mark.parametrize("stage", ["environment", "temp folder"])
 def test_tests_find_the_environment_as_the_last_test_left_it_before(stage):
     """tests/conftest.py restores the environment after each test: this test sets what `prepare` sets, the next

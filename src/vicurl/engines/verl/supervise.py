@@ -53,8 +53,9 @@ def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: d
     """Run ``cmd`` (verl's loop) in a new session and wait for it; ``progress``: a file the loop touches
     each step. Raises `LoopFailed` (exit code, stall, lost engine, lost parent), KeyboardInterrupt on
     SIGINT and SystemExit(128 + signal) on SIGTERM or SIGHUP, each after ending every process of the
-    run; a loop that ends well leaves none either. Ending takes ``end_grace`` seconds at most before SIGKILL, so
-    that a stopped job is gone, its temp folder and shared memory removed, within SLURM's default KillWait (30 s)."""
+    run; a loop that ends well leaves none either. Ending takes ``end_grace`` seconds at most before SIGKILL and
+    15 more at most after it (`vicurl.processes.end`, the reap), so that a stopped job is gone, its temp folder
+    and shared memory removed, within SLURM's default KillWait (30 s)."""
     watch = _Watch(Path(progress), step_timeout, engine_grace, os.getppid() if exit_with_parent else None)
     proc = subprocess.Popen(list(cmd), env=env, start_new_session=True)
     shared = processes.SharedMemoryNotes()  # vLLM's queues: Ray's shutdown SIGKILLs engines, which leaves them
@@ -173,7 +174,7 @@ def end_session(proc: subprocess.Popen, grace: float, shared: processes.SharedMe
 
     n = processes.end(members, grace, reap=proc.poll, notes=shared)
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=3)  # SIGKILLed already: a moment, unless it is stuck in the kernel
     except subprocess.TimeoutExpired:
         pass
     return n
