@@ -61,8 +61,10 @@ def requirements() -> list[str]:
 ENVS_FROM_LOCK = {
     "gpu": ("GPU jobs: training on verl (engine: verl), generation with vLLM (eval.engine: vllm), the variance probes\n"
             "# on verl", GPU_PINS, True),
-    "cpu": ("CPU jobs: data, grading, scoring, the report, and the CPU demo's training and generation; the CPU\n"
-            "# build of torch (the GPU lock's 2.11.0 is its CUDA build)", ["torch==2.13.0", "verl==0.9.1"], True),
+    "cpu": ("CPU jobs: data, grading, scoring, the report, and the CPU demo's training and generation; torch\n"
+            "# 2.13.0, the tests' (the GPU lock's 2.11.0 is a CUDA build). From PyPI pip takes its CUDA build, which\n"
+            "# runs on a CPU too; PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu gives the CPU build",
+            ["torch==2.13.0", "verl==0.9.1"], True),
     "fetch": ("rule fetch_model on the host that runs Snakemake: the Hub's client, no torch",
               ["huggingface_hub", "pyyaml", "snakemake"], False),
 }

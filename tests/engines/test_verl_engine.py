@@ -471,6 +471,15 @@ def test_paper_runs_compose_with_verls_config(tmp_path):
                              "qwen_math_7b": True}, checkpointing
 
 
+def leaves(node, key=""):
+    """(dotted key, value) of every leaf of a plain config tree."""
+    if isinstance(node, dict):
+        return [x for k, v in node.items() for x in leaves(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(node, list):
+        return [x for i, v in enumerate(node) for x in leaves(v, f"{key}[{i}]")]
+    return [(key, node)]
+
+
 def test_every_path_verl_and_ray_get_is_absolute(tmp_path, monkeypatch):
     """The train rule hands the launcher paths relative to the workflow's folder (the model folder the fetch
     made, the training files, the work and checkpoint folders, the prompt table, the trackers' folders); on a
@@ -484,6 +493,7 @@ def test_every_path_verl_and_ray_get_is_absolute(tmp_path, monkeypatch):
         Path(folder).mkdir(parents=True)
     Path("results/s/prompt_stats/stats.parquet").touch()
     monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    monkeypatch.setenv("PYTHONPATH", "lib")  # a user's relative entry
     relative = {"tensorboard": "results/s/tensorboard/main/tiny/x/seed0", "wandb": "results/s/wandb/main/tiny/x/seed0"}
     settings = TrainSettings.from_dict(settings_for("oracle", "sent", run=LAUNCHER_RUN))
     for model in ("results/s/models/tiny/hub", "Qwen/Qwen2.5-Math-1.5B"):
@@ -503,10 +513,53 @@ def test_every_path_verl_and_ray_get_is_absolute(tmp_path, monkeypatch):
         ours = [v for v in values if "results/" in v]
         assert len(ours) >= 8 and all(os.path.isabs(v) for v in ours), [v for v in ours if not os.path.isabs(v)]
         assert all(Path(v).is_relative_to(tmp_path) for v in ours)
+        # and no other path of verl's config is relative (its defaults of sections GRPO never builds aside:
+        # the critic's; a folder in the home directory is one on every node)
+        paths = {k: v for k, v in leaves(config) if k.rsplit(".", 1)[-1].endswith(("path", "dir", "files"))
+                 and isinstance(v, str) and v and not k.startswith("critic.")}
+        left = {k: v for k, v in paths.items() if not (os.path.isabs(v) or v.startswith("~/") or v == model)}
+        assert len(paths) >= 10 and not left, left
+        assert config["global_profiler"]["save_path"] == str(tmp_path / "results/s/runs/x/_work/profile")
+        assert all(os.path.isabs(p) for p in env["PYTHONPATH"].split(os.pathsep)), env["PYTHONPATH"]
         assert config["actor_rollout_ref"]["model"]["path"] == (str(tmp_path / model) if model.startswith("results")
                                                                 else model)
         assert env["VERL_FILE_LOGGER_PATH"] == str(tmp_path / "results/s/runs/x/_work/verl_log.jsonl")
         assert config["ray_kwargs"]["ray_init"]["runtime_env"]["env_vars"]["TENSORBOARD_DIR"] == str(tmp_path / relative["tensorboard"])
+
+
+@pytest.mark.parametrize("copy_fails", [False, True])
+def test_a_failed_runs_error_names_its_logs_where_they_were_copied(char_model_dir, tmp_path, monkeypatch, copy_fails):
+    """verl's loop fails (here its supervisor is told so; tests/gpu_path fails a real run inside a Ray worker):
+    Ray's and vLLM's logs, which live in the job's temp folder, are copied beside the job's log before the folder
+    goes, and the error names the copies. Where the copy itself fails (a full disk), the loop's own error is
+    still the one raised, with why its logs are not there."""
+    from vicurl.engines.verl import supervise
+
+    def failing_loop(cmd, *, env, **kwargs):
+        log = Path(env["TMPDIR"]) / "session_1" / "logs" / "worker-1.out"
+        log.parent.mkdir(parents=True)
+        log.write_text("RuntimeError: boom\n")
+        raise supervise.LoopFailed(f"the rollout engine is gone; its log: {log}")
+
+    def no_room(temp, dest):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(supervise, "run", failing_loop)
+    if copy_fails:
+        monkeypatch.setattr(supervise, "keep_logs", no_room)
+    settings = TrainSettings.from_dict(settings_for("oracle", "vicurl", run=LAUNCHER_RUN))
+    work = tmp_path / "_work"
+    work.mkdir()
+    with pytest.raises(supervise.LoopFailed) as failed:
+        launch.train(settings, str(char_model_dir), work, {}, None, n_train=64, failure_logs=tmp_path / "seed0.failed")
+    message = str(failed.value)
+    assert message.startswith("the rollout engine is gone; its log: ")
+    if copy_fails:
+        assert "could not be copied from its temp folder to " in message and "No space left on device" in message
+        return
+    copy = Path(message.split("its log: ")[1].split("\n")[0])
+    assert copy.is_relative_to(tmp_path / "seed0.failed") and copy.read_text() == "RuntimeError: boom\n"
+    assert f"copied from its temp folder: {copy.parents[2]}" in message
 
 
 def test_each_seed_and_each_resumed_job_has_its_own_rollout_stream():

@@ -137,6 +137,9 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "trainer.save_freq": save_freq(s),
         "trainer.max_actor_ckpt_to_keep": int(s.keep_checkpoints),
         "trainer.default_local_dir": str(export.checkpoint_dir(work)),
+        # verl's profiler (off unless a user's override turns it on) writes into the run's work folder, every
+        # role's by interpolation (verl: outputs/profile, relative to wherever each worker runs)
+        "global_profiler.save_path": str(work / "profile"),
         "trainer.experiment_name": f"{setting_of(s.reward, s.curriculum)}-seed{s.seed}",
         # verl's console and file loggers, then the config's trackers (their folders: the job's environment)
         "trainer.logger": vicurl_tracking.verl_loggers(tracking or {}),
@@ -263,8 +266,12 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
             import time
 
             dest = Path(failure_logs or work / "failed_logs").resolve() / time.strftime("%Y-%m-%d_%H-%M-%S")
-            kept = supervise.keep_logs(temp["TMPDIR"], dest)
             message = str(e)
+            try:
+                kept = supervise.keep_logs(temp["TMPDIR"], dest)
+            except OSError as copy_failed:  # a full disk, say: the run's own error comes first still
+                raise supervise.LoopFailed(f"{message}\nRay's and vLLM's logs of the run could not be copied from "
+                                           f"its temp folder to {dest}: {copy_failed}") from None
             for logs, copy in kept.items():  # the error named them in the temp folder, removed next
                 message = message.replace(logs, copy)
             where = f"\nRay's and vLLM's logs of the run, copied from its temp folder: {dest}" if kept else \
@@ -340,7 +347,8 @@ def worker_pythonpath() -> str:
     import vicurl
 
     src = str(Path(vicurl.__file__).resolve().parents[1])
-    return os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
+    inherited = [str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([src, *inherited])  # absolute: the workers of other nodes run elsewhere
 
 
 def publish(work_dir: str | Path, export_steps, checkpoints: str | Path, metrics: str | Path) -> None:
