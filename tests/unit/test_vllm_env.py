@@ -75,15 +75,18 @@ def test_a_tmpdir_missing_on_the_node_gives_the_systems_temp_folder(tmp_path, ca
     assert made.parent.parent == Path("/tmp") and made.parent.name.startswith("vicurl-") and not made.parent.exists()
 
 
-def test_preparing_twice_keeps_one_private_folder(tmp_path, monkeypatch):
-    """A second call (a user's session that evaluates twice) neither nests a folder in the first nor replaces it."""
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(vllm_env, "_prepared", {})
-    vllm_env.prepare()
-    first = os.environ["TMPDIR"]
-    vllm_env.prepare()
-    assert os.environ["TMPDIR"] == first and Path(first).parent == tmp_path
-    assert [p.name for p in tmp_path.iterdir()] == [Path(first).name]
+def test_preparing_twice_keeps_one_private_folder(tmp_path):
+    """A second call (a user's session that evaluates twice) neither nests a folder in the first nor replaces it,
+    and the folder goes at exit. (In a process of its own: `prepare` sets a SIGTERM handler for the process's
+    life, which this test process must not take on.)"""
+    code = ("import json, os; from vicurl import vllm_env; vllm_env.prepare(); first = os.environ['TMPDIR']; "
+            "vllm_env.prepare(); print(json.dumps([first, os.environ['TMPDIR'], os.listdir(os.path.dirname(first))]))")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, second, listed = json.loads(out.stdout)
+    assert second == first and Path(first).parent == tmp_path and listed == [Path(first).name]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_torchs_compile_cache_outlives_the_jobs_temp_folder(tmp_path):

@@ -135,10 +135,10 @@ def batch_invariance(reproducible: bool, cuda: bool | None = None) -> dict[str, 
     """The environment that makes vLLM's kernels batch-invariant, so that a seeded request's samples do not
     depend on the requests beside it: asked (``reproducible``) on a GPU. vLLM's batch-invariant kernels are
     Triton (GPU) kernels, its CPU build fails to start with them, and its CPU kernels are batch-invariant as
-    they are (tests/gpu_path/test_vllm_engine.py). vLLM forks its engine process unless CUDA is initialized
-    (then it spawns it), and a driver asked before the fork leaves the child without a usable CUDA: not asked,
-    CUDA is left untouched; asked, the GPUs are counted through NVML (``torch.cuda.device_count``;
-    ``is_available`` would initialize the driver)."""
+    they are (tests/gpu_path/test_vllm_engine.py). vLLM's engine process is spawned here
+    (`vicurl.vllm_env`), but a process started otherwise may fork it, and a driver asked before a fork leaves the
+    child without a usable CUDA: not asked, CUDA is left untouched; asked, the GPUs are counted through NVML
+    (``torch.cuda.device_count``; ``is_available`` would initialize the driver)."""
     if not reproducible:
         return {}
     import torch
