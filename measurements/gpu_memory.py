@@ -36,6 +36,7 @@ CUDA context (about 1 GB) come on top. One GPU run checks them (docs/verl.md, "W
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -123,6 +124,17 @@ def shape(hub_id: str) -> dict:
             "vocab": cfg.vocab_size}
 
 
+def longest_sequences(paper: dict, model: str) -> dict[str, int]:
+    """Prompt and response tokens at most, by study that trains ``model``: the launcher's token budgets are at
+    least that (a micro-batch holds one sequence whole)."""
+    out = {}
+    for study, spec in paper["studies"].items():
+        if model in spec.get("models", []):
+            train = {**paper["train"], **(spec.get("train") or {})}
+            out[study] = int(train["max_prompt_length"]) + int(train["max_response_length"])
+    return out
+
+
 def estimate(m: dict, v: VerlSettings, gpu_gb: float, k: tuple[float, float]) -> dict:
     """GB per GPU of each phase of a step (the module's formulas)."""
     w, n, t, f = v.n_gpus_per_node, m["n"], v.max_token_len_per_gpu, v.forward_token_len_per_gpu
@@ -153,7 +165,14 @@ def main() -> None:
     base = VerlSettings.from_dict(paper.get("verl"))
     for name, model in paper["models"].items():
         m = shape(model["hub_id"])
-        for label, v in (("config/paper.yaml", base.for_model(name)), ("without verl.models", base.for_model(""))):
+        rows = [("config/paper.yaml", base.for_model(name)), ("without verl.models", base.for_model(""))]
+        for study, longest in longest_sequences(paper, name).items():  # the launcher's micro-batch holds one whole
+            own = base.for_model(name)
+            if longest > own.max_token_len_per_gpu:
+                rows.append((f"config/paper.yaml, study {study}", dataclasses.replace(
+                    own, max_token_len_per_gpu=longest,
+                    forward_token_len_per_gpu=max(own.forward_token_len_per_gpu, longest))))
+        for label, v in rows:
             e = estimate(m, v, a.gpu_gb, k)
             offload = "+".join(x for x, on in (("params", v.param_offload), ("optimizer", v.optimizer_offload)) if on)
             print(f"| {name} | {label} | {v.max_token_len_per_gpu:,} / {v.forward_token_len_per_gpu:,} | "
