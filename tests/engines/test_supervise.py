@@ -201,6 +201,40 @@ def test_a_stopped_job_ends_its_loop(tmp_path, sig, codes):
     assert_all_ended(tmp_path)
 
 
+JOB_SIGNALLED_AS_THE_LOOP_STARTS = textwrap.dedent("""
+    import os, signal, subprocess, sys
+    from vicurl.engines.verl import supervise
+    started = subprocess.Popen
+
+    def popen(*args, **kwargs):  # the signal comes as soon as the loop has started, before anything else
+        proc = started(*args, **kwargs)
+        print(proc.pid, flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return proc
+
+    subprocess.Popen = popen
+    supervise.run(sys.argv[1:], progress="no-progress-file", step_timeout=600, poll=0.2, end_grace=2)
+""")
+
+
+def test_a_signal_as_the_loop_starts_ends_it_too(tmp_path):
+    """SIGTERM between the loop's start and the job's own handlers (a loaded node, SLURM's signal early): it is
+    held until the loop has started, then the loop's session is ended as for any stop, and the job exits as
+    stopped by it. (Python's default had ended the job alone and left the loop running.)"""
+    job = subprocess.Popen([sys.executable, "-c", JOB_SIGNALLED_AS_THE_LOOP_STARTS, *loop_cmd(tmp_path)],
+                           stdout=subprocess.PIPE, text=True)
+    loop = int(job.stdout.readline())
+    assert job.wait(timeout=60) == 128 + signal.SIGTERM
+    left = []
+    for p in psutil.process_iter():
+        try:
+            if os.getsid(p.pid) == loop and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            pass
+    assert not left, left
+
+
 def test_a_job_stopped_by_slurm_is_gone_within_its_kill_wait(tmp_path):
     """SIGTERM with the job's own grace (10 s) to a loop whose process ignores SIGTERM and holds shared memory
     and a named semaphore, as vLLM's engine does: the job has ended it, the trackers have cleaned up and the job

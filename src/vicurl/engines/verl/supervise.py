@@ -57,11 +57,17 @@ def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: d
     15 more at most after it (`vicurl.processes.end`, the reap), so that a stopped job is gone, its temp folder
     and shared memory removed, within SLURM's default KillWait (30 s)."""
     watch = _Watch(Path(progress), step_timeout, engine_grace, os.getppid() if exit_with_parent else None)
+    # a signal while the loop starts is held until it has started (the default would end this process and
+    # leave the loop running), then acted on as any other
+    held: list[int] = []
+    previous = _trap_signals(lambda signum, frame: held.append(signum))
     proc = subprocess.Popen(list(cmd), env=env, start_new_session=True)
     shared = processes.SharedMemoryNotes()  # vLLM's queues: Ray's shutdown SIGKILLs engines, which leaves them
     shared.watch(lambda: [p.pid for p in session_processes(proc.pid)])
-    previous = _trap_signals(_raise_stop)
     try:
+        _trap_signals(_raise_stop)
+        if held:
+            raise _Stop(held[0])
         while True:
             try:
                 rc = proc.wait(timeout=poll)
