@@ -168,8 +168,9 @@ def broken_engine(vllm, verl_launch, tiny_model_dir, demo_train_set, tmp_path_fa
 def entropy_runs(vllm, verl_launch, untied_model_dir, tiny_model_dir, demo_train_set, sent_stats, broken_engine,
                  tmp_path_factory):
     """VI-CuRL with the entropy reward (RENT), 3 steps, on 2 ranks (FSDP2 over two gloo ranks, two vLLM
-    replicas), the untied copy of the demo's model, the 7B's offload settings and G = 3 (a step's kept rows,
-    3 prompts x 3 at beta 0.2, are odd: the trainer pads them to the ranks). Run ``a`` uninterrupted, at the
+    replicas), the untied copy of the demo's model, the 7B's offload settings, G = 3 (a step's kept rows,
+    3 prompts x 3 at beta 0.2, are odd: the trainer pads them to the ranks) and small token budgets (the update
+    and the forward-only passes in several micro-batches each, as the paper's 6,144-token budgets split theirs). Run ``a`` uninterrupted, at the
     same time as SENT's 1-rank run on the tied model (two runs on one machine, each with its own Ray,
     ranks and replicas; the recorder holds each at step 1 until the other is there, so that their updates and
     weight syncs overlap); run ``b`` stopped (SIGTERM to the train job, as SLURM's time limit or a user sends
@@ -178,11 +179,15 @@ def entropy_runs(vllm, verl_launch, untied_model_dir, tiny_model_dir, demo_train
     of the work on every machine, however loaded), then resumed by the same command. Also: the processes
     run ``b`` had when it was stopped and those of them left once the job exited. Runs ``a`` and SENT's record
     the actor's weights after each update (``update{n}.weights.pt``)."""
+    # seeded requests: a resumed run continues bit for bit; prompts of 24 tokens at most (the set's longest: 19),
+    # so that a whole sequence, the least a token budget can be, is 72 tokens
     settings = {**BASE, "group_size": 3, "total_steps": 3, "reward": "entropy", "curriculum": "vicurl",
-                "export_steps": [1, 2, 3], "reproducible": True}  # seeded requests: a resumed run continues bit for bit
+                "export_steps": [1, 2, 3], "reproducible": True, "max_prompt_length": 24}
     sent = {**BASE, "total_steps": 2, "reward": "oracle", "curriculum": "sent", "export_steps": [2]}
     root = tmp_path_factory.mktemp("vicurl_entropy")
-    two = dict(ranks=2, verl=OFFLOAD)
+    # token budgets of a few rows (a row holds about 36 tokens): each rank's update (step 1: about 180 tokens)
+    # and forward-only passes (about 430) in several micro-batches
+    two = dict(ranks=2, verl={**OFFLOAD, "max_token_len_per_gpu": 72, "forward_token_len_per_gpu": 144})
     meet = {"a": f"{root}/a.step1,{root}/sent.step1", "sent": f"{root}/sent.step1,{root}/a.step1"}  # verl_recorder.py
     with ThreadPoolExecutor(2) as pool:
         run_a = pool.submit(verl_launch, root / "a", settings, untied_model_dir, demo_train_set,
@@ -268,7 +273,7 @@ def test_the_update_is_the_kept_prompts_update_weighted_one_over_beta(entropy_ru
     clipping; the CPU rehearsal's actor computes in fp32) is, parameter by parameter, the 1-rank gradient of
     the same rollouts: the local loss (`vicurl.algos.grpo.grpo_loss`, float32, one process) on the kept
     prompts alone, each weighted 1/beta-hat over the whole batch's normalizer, from the base model the step
-    started from. So the padding row and the split over ranks add nothing, and AdamW's first step, a function
+    started from. So the padding row, the split over ranks and each rank's micro-batches add nothing, and AdamW's first step, a function
     of the gradient alone, is the 1-rank one. With weight 1 instead (the dropped prompts' share lost) the
     gradient would be beta-hat times as large."""
     from transformers import AutoModelForCausalLM
@@ -296,6 +301,10 @@ def test_the_update_is_the_kept_prompts_update_weighted_one_over_beta(entropy_ru
     def norm(grads) -> float:
         return float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads.values()])))
 
+    # each rank's half of the batch (verl dispatches contiguous halves) exceeds the update's token budget, a
+    # whole sequence: verl summed each rank's gradient over micro-batches
+    half, tokens = len(update["ids"]) // 2, update["attention_mask"].sum(-1)
+    assert min(int(tokens[:half].sum()), int(tokens[half:].sum())) > settings["max_prompt_length"] + settings["max_response_length"]
     local = gradient(seq_w)
     assert set(verl_grads) == set(local) and "lm_head.weight" in local  # the untied head, a parameter of its own
     error = norm({k: verl_grads[k] - local[k] for k in local}) / norm(local)
