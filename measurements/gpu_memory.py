@@ -165,9 +165,9 @@ def main() -> None:
     base = VerlSettings.from_dict(paper.get("verl"))
     for name, model in paper["models"].items():
         m = shape(model["hub_id"])
-        rows = [("config/paper.yaml", base.for_model(name)), ("without verl.models", base.for_model(""))]
+        own = base.for_model(name)
+        rows = [("config/paper.yaml", own), ("without verl.models", base.for_model(""))]
         for study, longest in longest_sequences(paper, name).items():  # the launcher's micro-batch holds one whole
-            own = base.for_model(name)
             if longest > own.max_token_len_per_gpu:
                 rows.append((f"config/paper.yaml, study {study}", dataclasses.replace(
                     own, max_token_len_per_gpu=longest,

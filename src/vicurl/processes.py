@@ -59,8 +59,8 @@ def end(members, grace: float, reap=None, notes: SharedMemoryNotes | None = None
     """SIGTERM to every process ``members()`` returns (psutil.Process objects, called again before each
     signal: processes started meanwhile are included), SIGKILL to those left after ``grace`` seconds, then
     the shared memory they mapped and left removed (with what ``notes`` noted earlier). Resource trackers are
-    waited for instead, and killed only if they linger; this process's own is left to clean up after it. ``reap``: called
-    while waiting (a Popen's ``poll``). Returns how many processes there were."""
+    waited for instead, and killed only if they linger; this process's own is left to clean up after it.
+    ``reap``: called while waiting (a Popen's ``poll``). Returns how many processes there were."""
     import psutil
 
     seen: set[int] = set()

@@ -63,6 +63,11 @@ def manifest_of(model_dir: str | Path) -> Path:
 MAIN = "main"  # the Hub's default branch: the revision of a model whose config sets none
 
 
+def requested_revision(revision: str | None) -> str | None:
+    """The revision a config's value asks for: None for the main branch, however written."""
+    return None if revision in (None, MAIN) else str(revision)
+
+
 def read_commits(path: str | Path) -> dict[str, dict[str, str]]:
     """The kept commits (``hub_commits.yaml``): Hub id -> {revision asked (``MAIN`` where none was set): the
     commit it resolved to first}; empty where the file does not exist."""
@@ -87,12 +92,12 @@ def request(hub_id: str, revision: str | None, commits: dict[str, dict[str, str]
     """What a fetch of ``hub_id`` asks for (rule fetch_model's parameter: a change of it fetches again), given
     the config's ``revision`` and the kept commits: the revision (None for the main branch, however written),
     or, where it is a commit kept for a revision, that revision (unchanged, so a pin reruns nothing)."""
-    revision = None if revision in (None, MAIN) else str(revision)
+    revision = requested_revision(revision)
     kept = commits.get(hub_id, {})
     if revision is not None and revision not in kept:
-        for asked in sorted(kept, key=lambda r: (r != MAIN, r)):  # the main branch's first
-            if kept[asked] == revision:
-                return None if asked == MAIN else asked
+        for name in sorted(kept, key=lambda r: (r != MAIN, r)):  # the main branch's first
+            if kept[name] == revision:
+                return requested_revision(name)
     return revision
 
 
@@ -129,7 +134,7 @@ def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision:
 
     key = f"models.{name}" if name else hub_id
     out_dir, partial = Path(out_dir), Path(f"{out_dir}.partial")
-    revision = None if revision in (None, MAIN) else revision
+    revision = requested_revision(revision)
     kept = read_commits(commits).get(hub_id, {}).get(revision or MAIN) if commits else None
     api = huggingface_hub.HfApi(endpoint=endpoint)
     asked = kept or revision
