@@ -181,6 +181,80 @@ def test_the_gpu_kernel_is_called_causal_with_the_models_scale_and_heads(kernel,
     torch.testing.assert_close(got, varlen_attention.by_segment(q, k, v, cu, 0.3), rtol=1e-5, atol=1e-6)
 
 
+def test_rows_and_position_jumps_start_sequences_as_under_sdpa(chat_model_dir, tmp_path):
+    """Position ids that are not verl's packs are read as transformers reads them under sdpa: rows whose
+    positions start above 0 are each their own sequence, and a sequence ends wherever a position does not
+    follow the previous one (not only where one restarts at 0): the launcher's attention gives sdpa's
+    logits, which attend that way."""
+    models = {a: load_like_verls_engine(verl_model_config(launcher_config(chat_model_dir, tmp_path / a,
+                                                                          verl={"attn_implementation": a}))).eval()
+              for a in (varlen_attention.NAME, "sdpa")}
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, models["sdpa"].config.vocab_size, (2, 8), generator=g)
+    cases = {"rows from 5": (ids, torch.arange(5, 13).expand(2, 8)),
+             "a jump": (ids[:1], torch.tensor([[0, 1, 2, 3, 7, 8, 9, 10]])),
+             "a restart and a jump": (ids[:1], torch.tensor([[0, 1, 2, 0, 1, 5, 6, 7]]))}
+    with torch.no_grad():
+        for name, (x, pos) in cases.items():
+            got, want = (models[a](input_ids=x, position_ids=pos, use_cache=False).logits
+                         for a in (varlen_attention.NAME, "sdpa"))
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5, msg=name)
+
+
+def test_a_forward_pass_reads_its_sequences_once(chat_model_dir, tmp_path, monkeypatch):
+    """The boundaries of a pack are computed once per forward pass, not once a layer (on a GPU each
+    computation stops the host until the GPU catches up); another pack, or the same tensor changed in
+    place, is read again."""
+    model = load_like_verls_engine(verl_model_config(launcher_config(chat_model_dir, tmp_path))).eval()
+    assert model.config.num_hidden_layers > 1
+    calls = []
+    segments = varlen_attention.segments
+    monkeypatch.setattr(varlen_attention, "segments", lambda pos: calls.append(pos) or segments(pos))
+    ids = torch.randint(5, model.config.vocab_size, (1, 12), generator=torch.Generator().manual_seed(2))
+    pos = torch.cat([torch.arange(5), torch.arange(7)])[None]
+    with torch.no_grad():
+        first = model(input_ids=ids, position_ids=pos, use_cache=False).logits
+        assert len(calls) == 1
+        torch.testing.assert_close(model(input_ids=ids, position_ids=pos, use_cache=False).logits, first)
+        assert len(calls) == 1
+        pos[0, 5:] = torch.arange(5, 12)  # one sequence now
+        whole = model(input_ids=ids, position_ids=pos, use_cache=False).logits
+        assert len(calls) == 2
+        model(input_ids=ids, position_ids=pos.clone(), use_cache=False)
+        assert len(calls) == 3
+        torch.testing.assert_close(whole, model(input_ids=ids, use_cache=False).logits)  # transformers' positions
+        assert len(calls) == 4
+
+
+def test_what_the_attention_cannot_compute_is_refused(monkeypatch):
+    """Soft-capping, attention sinks, a non-causal module, a 4D mask and verl's Ulysses sequence
+    parallelism (which gathers the sequence only on the flash-attn path) are refused, never ignored;
+    boundaries a caller computed (flash attention's ``cu_seq_lens_*``) are taken as given."""
+    from types import SimpleNamespace
+
+    g = torch.Generator().manual_seed(3)
+    q, k, v = torch.randn(1, 4, 10, 8, generator=g), torch.randn(1, 2, 10, 8, generator=g), torch.randn(1, 2, 10, 8, generator=g)
+    causal, pos = SimpleNamespace(is_causal=True), torch.cat([torch.arange(4), torch.arange(6)])[None]
+    want, _ = varlen_attention.attention(causal, q, k, v, None, scaling=0.3, position_ids=pos)
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+    got, _ = varlen_attention.attention(causal, q, k, v, None, scaling=0.3, cu_seq_lens_q=cu, cu_seq_lens_k=cu,
+                                        max_length_q=6, max_length_k=6)
+    torch.testing.assert_close(got, want)
+    for kwargs, match in (({"softcap": 30.0}, "soft-capping"), ({"s_aux": torch.zeros(4)}, "sinks"),
+                          ({"is_causal": False}, "non-causal"), ({"dropout": 0.1}, "dropout")):
+        with pytest.raises(ValueError, match=match):
+            varlen_attention.attention(causal, q, k, v, None, position_ids=pos, **kwargs)
+    with pytest.raises(ValueError, match="non-causal"):
+        varlen_attention.attention(SimpleNamespace(is_causal=False), q, k, v, None, position_ids=pos)
+    with pytest.raises(ValueError, match="4D mask"):
+        varlen_attention.attention(causal, q, k, v, torch.ones(1, 1, 10, 10, dtype=torch.bool))
+    import verl.utils.ulysses as ulysses
+
+    monkeypatch.setattr(ulysses, "get_ulysses_sequence_parallel_world_size", lambda group=None: 2)
+    with pytest.raises(ValueError, match="ulysses"):
+        varlen_attention.attention(causal, q, k, v, None, position_ids=pos.clone())
+
+
 def test_gradient_checkpointing_changes_no_log_prob_nor_gradient(chat_model_dir, tmp_path):
     """The update with and without gradient checkpointing (``verl.gradient_checkpointing``, off for the
     paper's smaller models, as verl enables it: non-reentrant) on a packed micro-batch of unequal lengths

@@ -7,16 +7,18 @@ causal flash kernel and computes every one of the T^2 pairs, about 9 times the u
 16k pack of 4-5 responses. The flash-attn package would take the packed route, but it is sources only on
 the package index (an nvcc build on every cluster).
 
-Here each sequence attends causally to itself alone: the segments come from the position ids (a sequence
-starts where its position is 0, as transformers' flash path reads them, ``prepare_fa_kwargs_from_position_ids``),
-and
+Here each sequence attends causally to itself alone: a sequence starts at each row's first token and
+wherever a position does not follow the one before (transformers' reading of packed position ids,
+``find_packed_sequence_indices``; verl's packs restart at 0), and
 
     on a GPU (bf16 / fp16)   torch's own ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention's
                              variable-length kernel inside torch: no extra package), causal,
                              grouped-query heads through ``enable_gqa`` or repeated key/value heads
     elsewhere (the CPU)      ``scaled_dot_product_attention`` one segment at a time, causal
 
-A padded batch (a 2D attention mask, which verl's packed route never passes) is read the same way, each
+The boundaries are computed on the host once per forward pass (every layer, and checkpointing's recompute,
+gets the same position-ids tensor): on a GPU each computation there would stop the host until the GPU
+caught up, once a layer. A padded batch (a 2D attention mask, which verl's packed route never passes) is read the same way, each
 row's unmasked tokens a segment. Registered with transformers' attention and mask interfaces at import;
 verl imports this module in every process of a run (``VERL_USE_EXTERNAL_MODULES``, the launcher's
 ``VERL_MODULES``), before it builds a model.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -35,45 +38,98 @@ NAME = "vicurl_varlen"
 
 def segments(position_ids: torch.Tensor) -> torch.Tensor:
     """The cumulative sequence boundaries (int32, starting 0, ending at the token count) of the sequences
-    packed in ``position_ids`` (flattened): each starts where its position is 0."""
-    flat = position_ids.reshape(-1)
-    starts = (flat == 0).nonzero().view(-1)
-    if starts.numel() == 0 or starts[0] != 0:
-        starts = torch.cat([starts.new_zeros(1), starts])
-    return torch.cat([starts, starts.new_tensor([flat.numel()])]).to(torch.int32)
+    packed in ``position_ids`` ((B, T), or (T,) for one row), read row by row: one starts at each row's first
+    token and wherever a position is not the previous one's plus 1."""
+    rows = position_ids.reshape(-1, position_ids.shape[-1])
+    start = torch.ones_like(rows, dtype=torch.bool)
+    start[:, 1:] = rows.diff(dim=-1) != 1
+    starts = start.reshape(-1).nonzero().view(-1)
+    return torch.cat([starts, starts.new_tensor([start.numel()])]).to(torch.int32)
+
+
+_last: tuple = (None, None, None)  # (weak reference to a position-ids tensor, its key, its boundaries)
+
+
+def boundaries(position_ids: torch.Tensor, b: int, t: int) -> tuple[torch.Tensor, int]:
+    """``segments`` of the (b, t) tokens whose positions are ``position_ids`` (one row for all rows, or one
+    per row), on the positions' device, and the longest sequence; for the same tensor, unchanged, the last
+    answer again (a forward pass asks once a layer)."""
+    global _last
+    ref, key, value = _last
+    try:
+        version = position_ids._version  # an in-place change to the positions moves it
+    except RuntimeError:  # an inference-mode tensor has none: nothing cached
+        version = None
+    new_key = (b, t, version)
+    if version is not None and ref is not None and ref() is position_ids and key == new_key:
+        return value
+    _refuse_sequence_parallel()
+    cu = segments(position_ids.expand(b, t).cpu())  # one copy to the host; the rest of the work there
+    value = cu.to(position_ids.device), int((cu[1:] - cu[:-1]).max())
+    _last = (weakref.ref(position_ids), new_key, value) if version is not None else (None, None, None)
+    return value
+
+
+def _refuse_sequence_parallel() -> None:
+    """verl's Ulysses sequence parallelism splits each sequence over ranks and patches only the flash-attn
+    path to gather them: here each rank would attend to its own slice alone."""
+    try:
+        from verl.utils.ulysses import get_ulysses_sequence_parallel_world_size
+    except ImportError:
+        return
+    if get_ulysses_sequence_parallel_world_size() > 1:
+        raise ValueError(f"{NAME}: verl's ulysses_sequence_parallel_size > 1 needs attn_implementation "
+                         "flash_attention_2 (the flash-attn package)")
 
 
 def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-              sliding_window: int | None = None, position_ids: torch.Tensor | None = None, **kwargs):
+              sliding_window: int | None = None, position_ids: torch.Tensor | None = None,
+              softcap: float | None = None, s_aux: torch.Tensor | None = None, is_causal: bool | None = None,
+              cu_seq_lens_q: torch.Tensor | None = None, cu_seq_lens_k: torch.Tensor | None = None,
+              max_length_q: int | None = None, max_length_k: int | None = None, **kwargs):
     """transformers' attention interface: ``query`` (B, H, T, D), ``key``/``value`` (B, H_kv, T, D) ->
-    (B, T, H, D), no attention weights."""
-    if dropout:
-        raise ValueError(f"{NAME}: attention dropout is not supported (the paper's models train without it)")
+    (B, T, H, D), no attention weights. Boundaries a caller computed (flash attention's ``cu_seq_lens_*``)
+    are taken as given; what this attention cannot compute is refused, never ignored."""
+    for name, unsupported in (("attention dropout", dropout), ("logit soft-capping", softcap is not None),
+                              ("attention sinks", s_aux is not None),
+                              ("non-causal attention", not (getattr(module, "is_causal", True) if is_causal is None
+                                                            else is_causal))):
+        if unsupported:
+            raise ValueError(f"{NAME}: {name} is not supported (the paper's models use none); set "
+                             "attn_implementation: sdpa")
     if sliding_window is not None:
         raise ValueError(f"{NAME}: sliding-window attention is not supported; set attn_implementation: sdpa")
     b, h, t, d = query.shape
-    if key.shape[2] != t:
+    if key.shape[2] != t or (cu_seq_lens_k is not None and not torch.equal(cu_seq_lens_k, cu_seq_lens_q)):
         raise ValueError(f"{NAME}: keys and queries of different lengths (a KV cache): training passes only")
     q, k, v = (x.transpose(1, 2).reshape(b * t, x.shape[1], d) for x in (query, key, value))
-    if attention_mask is None:
+    if cu_seq_lens_q is not None:
+        cu = cu_seq_lens_q.to(device=query.device, dtype=torch.int32)
+        longest = int(max_length_q) if max_length_q is not None else int((cu[1:] - cu[:-1]).max())
+        out = packed(q, k, v, cu, longest, scaling)
+    elif attention_mask is None and position_ids is not None:
         # a batch's rows each start a sequence; transformers passes one row of positions for all of them
-        cu = segments(position_ids.expand(b, t)) if position_ids is not None else \
-            torch.arange(0, b * t + 1, t, dtype=torch.int32, device=query.device)
-        out = packed(q, k, v, cu.to(query.device), scaling)
-    else:  # a padded batch: each row's unmasked tokens are a sequence
+        out = packed(q, k, v, *boundaries(position_ids, b, t), scaling)
+    elif attention_mask is None:  # whole rows
+        out = packed(q, k, v, torch.arange(0, b * t + 1, t, dtype=torch.int32, device=query.device), t, scaling)
+    elif attention_mask.dim() == 2:  # a padded batch: each row's unmasked tokens are a sequence
         keep = attention_mask.reshape(-1).bool()
         lengths = attention_mask.bool().sum(-1).to(torch.int32)
         cu = F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
         out = q.new_zeros(q.shape)
-        out[keep] = packed(q[keep], k[keep], v[keep], cu, scaling)
+        out[keep] = packed(q[keep], k[keep], v[keep], cu, int(lengths.max()), scaling)
+    else:
+        raise ValueError(f"{NAME}: takes a 2D padding mask or none, not a {attention_mask.dim()}D mask")
     return out.view(b, t, h, d), None
 
 
-def packed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, scale: float | None) -> torch.Tensor:
-    """Causal attention of each segment ``cu[i]:cu[i+1]`` of the packed (T, H, D) tensors to itself."""
+def packed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, longest: int,
+           scale: float | None) -> torch.Tensor:
+    """Causal attention of each segment ``cu[i]:cu[i+1]`` (the longest ``longest`` tokens) of the packed
+    (T, H, D) tensors to itself."""
     if q.is_cuda and q.dtype in (torch.bfloat16, torch.float16):
-        return varlen_kernel(q, k, v, cu, int((cu[1:] - cu[:-1]).max()), scale)
+        return varlen_kernel(q, k, v, cu, longest, scale)
     return by_segment(q, k, v, cu, scale)
 
 
