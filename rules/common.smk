@@ -50,8 +50,21 @@ def all_datasets():
 
 # models from the Hub: one fetch_model job each (a local folder as hub_id is read where it is)
 HUB_MODELS = [n for n, m in config["models"].items() if "hub_id" in m and fetch_lib.is_hub_id(m["hub_id"])]
-# the commit each Hub model was first fetched at (vicurl.models.fetch): what a fetch asks for follows from it
-HUB_COMMITS = fetch_lib.read_commits(config["hub_commits"]) if HUB_MODELS else {}
+# the commit each Hub model was first fetched at (vicurl.models.fetch), from the kept commits' file and the
+# fetched folders' manifests: what a fetch asks for follows from it
+HUB_COMMITS = (
+    fetch_lib.with_manifests(
+        fetch_lib.read_commits(config["hub_commits"]),
+        [(config["models"][n]["hub_id"], f"{R}/models/{n}/hub.json") for n in HUB_MODELS],
+    )
+    if HUB_MODELS
+    else {}
+)
+
+
+onstart:
+    # a manifest's commit into the file before any job runs: a fetch's job starts without its old manifest
+    fetch_lib.keep_missing(config["hub_commits"], HUB_COMMITS)
 
 
 def base_model_dir(model):

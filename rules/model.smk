@@ -42,6 +42,5 @@ rule fetch_model:
         revision=lambda w: fetch_lib.request(
             config["models"][w.model]["hub_id"], config["models"][w.model].get("revision"), HUB_COMMITS
         ),
-        commits=config["hub_commits"],
     script:
         "../workflow_scripts/fetch_model.py"

@@ -144,6 +144,34 @@ def test_the_commit_resolved_first_is_every_later_fetchs(hub, tmp_path):
         fetch.read_commits(commits)
 
 
+def test_a_fetched_folders_commit_counts_as_kept_where_the_file_has_none(hub, tmp_path):
+    """A study fetched without the kept commits' file (before it existed, a checkout or copied results without
+    it, the file deleted): the folder's manifest records what its jobs ran on. A fetch again after the Hub's
+    main moved takes that commit and keeps it in the file; a pin of it asks for what was asked; a manifest of
+    another revision or another model says nothing of this one's."""
+    commits = tmp_path / "hub_commits.yaml"
+    first = fetch.fetch("org/model", tmp_path / "a" / "hub", tmp_path / "a" / "hub.json", endpoint=hub.url)
+    assert first["commit"] == SHA and not commits.exists()
+    manifests = [("org/model", tmp_path / "a" / "hub.json"), ("org/other", tmp_path / "a" / "hub.json"),
+                 ("org/model", tmp_path / "missing.json")]
+    kept = fetch.with_manifests({}, manifests)
+    assert kept == {"org/model": {"main": SHA}}
+    assert fetch.request("org/model", SHA, kept) is None  # a pin of the folder's commit: nothing reruns
+    assert fetch.with_manifests({"org/model": {"main": "c" * 40}}, manifests) == {"org/model": {"main": "c" * 40}}
+    fetch.keep_missing(tmp_path / "from_manifests.yaml", kept)  # the workflow's start, before a fetch's job
+    assert fetch.read_commits(tmp_path / "from_manifests.yaml") == kept
+    fetch.keep_missing(tmp_path / "from_manifests.yaml", {"org/model": {"main": "c" * 40}})  # only what is missing
+    assert fetch.read_commits(tmp_path / "from_manifests.yaml") == kept
+    hub.revisions["org/model"] = {"main": "f" * 40, "v2": "e" * 40}  # main moved on the Hub
+    again = fetch.fetch("org/model", tmp_path / "a" / "hub", tmp_path / "a" / "hub.json", commits=commits,
+                        endpoint=hub.url)
+    assert again["commit"] == SHA and fetch.read_commits(commits) == {"org/model": {"main": SHA}}
+    assert fetch.fetched_commit(tmp_path / "a" / "hub.json", "org/model", "v2") is None
+    moved = fetch.fetch("org/model", tmp_path / "a" / "hub", tmp_path / "a" / "hub.json", revision="v2",
+                        commits=commits, endpoint=hub.url)
+    assert moved["commit"] == "e" * 40
+
+
 def test_a_revision_belongs_to_a_hub_model(tmp_path, monkeypatch):
     """The config's models.{name}.revision: the commit fetched is the revision's; a local folder or a built
     model has none, and saying one is an error naming the key (the schema's own check passes it)."""

@@ -84,8 +84,8 @@ def test_the_smoke_configs_model_is_fetched_once_and_every_job_loads_the_folder(
     the Hub (HF_ENDPOINT; tests/fake_hub.py) serving the rehearsal's model under that id: the folder and its
     manifest at the Hub's commit; then the plan fetches nothing more, and the training and the base model's
     evaluation take the folder as their input. The commit is kept (hub_commits.yaml): the config's revision set
-    to it plans nothing new; after the Hub's main branch moved, the deleted folder is fetched at the kept commit;
-    another revision plans the fetch again."""
+    to it plans nothing new, nor does it without the file (the folder's manifest holds it); after the Hub's main
+    branch moved, the deleted folder is fetched at the kept commit; another revision plans the fetch again."""
     from fake_hub import SHA, FakeHub
 
     from vicurl.rehearsal import stand_ins
@@ -121,6 +121,10 @@ def test_the_smoke_configs_model_is_fetched_once_and_every_job_loads_the_folder(
     for name in ("pin", "main"):  # the kept commit, or the branch written out: the same plan
         pinned = snakemake(tmp_path / "w", "all", "-n", configs=[*config_files("gpu")[:1], pins[name]], timeout=600)
         assert pinned.returncode == 0 and job_counts(pinned.stdout + pinned.stderr) == counts, pinned.stderr[-3000:]
+    # without the file (a checkout or results copied without it) the folder's manifest holds the commit: the same
+    (tmp_path / "w" / "hub_commits.yaml").unlink()
+    pinned = snakemake(tmp_path / "w", "all", "-n", configs=[*config_files("gpu")[:1], pins["pin"]], timeout=600)
+    assert pinned.returncode == 0 and job_counts(pinned.stdout + pinned.stderr) == counts, pinned.stderr[-3000:]
     # main moves on the Hub: a deleted folder is fetched again at the kept commit; another revision is a move
     hub = FakeHub({"Qwen/Qwen2.5-0.5B-Instruct": model})
     hub.revisions["Qwen/Qwen2.5-0.5B-Instruct"] = {"main": "f" * 40, "v2": "e" * 40}
@@ -132,6 +136,7 @@ def test_the_smoke_configs_model_is_fetched_once_and_every_job_loads_the_folder(
         hub.server.shutdown()
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((tmp_path / "w" / f"{folder}.json").read_text())["commit"] == SHA
+    assert fetch_lib.read_commits(tmp_path / "w" / "hub_commits.yaml") == {"Qwen/Qwen2.5-0.5B-Instruct": {"main": SHA}}
     moved = snakemake(tmp_path / "w", "models", "-n", configs=[*config_files("gpu")[:1], pins["move"]], timeout=600)
     assert moved.returncode == 0 and job_counts(moved.stdout + moved.stderr) == {"fetch_model": 1, "models": 1}, \
         moved.stdout[-3000:]

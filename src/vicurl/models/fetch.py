@@ -9,7 +9,8 @@ repository changes meanwhile. The manifest beside the folder records the commit.
 The commit a model's revision (config key ``models.<name>.revision``, default the main branch) resolves to
 the first time is kept in ``hub_commits.yaml`` (config key ``hub_commits``), by Hub id and revision: every
 later fetch of that revision, after a deleted folder, in another scenario or in a checkout that has the
-file, takes that commit. So the main branch moving on the Hub changes nothing; writing the kept commit into
+file, takes that commit (where the file has no entry, the commit a fetched folder's manifest records for that
+revision counts as kept, and is written to the file). So the main branch moving on the Hub changes nothing; writing the kept commit into
 the config as the revision (a pin) reruns nothing either (``request``); another revision is resolved and
 kept beside it, and going back to the first takes its kept commit again. One scenario's revision never
 changes another's.
@@ -101,9 +102,38 @@ def request(hub_id: str, revision: str | None, commits: dict[str, dict[str, str]
     return revision
 
 
-def keep_commit(path: str | Path, hub_id: str, requested: str | None, commit: str) -> None:
+def fetched_commit(manifest_path: str | Path, hub_id: str, revision: str | None) -> str | None:
+    """The commit a fetched folder's manifest records for ``hub_id`` at ``revision`` (None: the main branch),
+    or None: what its jobs ran on, where the kept commits' file has no entry for it (a study fetched before the
+    file existed, a checkout or copied results without it, the file deleted)."""
+    try:
+        m = json.loads(Path(manifest_path).read_text())
+    except (OSError, ValueError):
+        return None
+    same = isinstance(m, dict) and m.get("hub_id") == hub_id and requested_revision(m.get("revision")) == revision
+    return m.get("commit") if same and isinstance(m.get("commit"), str) else None
+
+
+def with_manifests(commits: dict[str, dict[str, str]],
+                   manifests: list[tuple[str, str | Path]]) -> dict[str, dict[str, str]]:
+    """The kept commits, with each fetched folder's (``manifests``: (Hub id, manifest path) pairs) added where
+    they hold none for its revision: a pin of a folder's commit then asks for what was asked (`request`)."""
+    merged = {hub_id: dict(kept) for hub_id, kept in commits.items()}
+    for hub_id, path in manifests:
+        try:
+            revision = requested_revision(json.loads(Path(path).read_text()).get("revision"))
+        except (OSError, ValueError, AttributeError):
+            continue
+        commit = fetched_commit(path, hub_id, revision)
+        if commit:
+            merged.setdefault(hub_id, {}).setdefault(revision or MAIN, commit)
+    return merged
+
+
+def keep_commit(path: str | Path, hub_id: str, requested: str | None, commit: str, replace: bool = True) -> None:
     """Record that ``requested`` (None: the main branch) resolved to ``commit`` for ``hub_id`` in the kept
-    commits, beside its other revisions' (under a lock: several fetches may run at once)."""
+    commits, beside its other revisions' (under a lock: several fetches may run at once); ``replace=False``:
+    only where none is kept."""
     import fcntl
 
     import yaml
@@ -115,18 +145,32 @@ def keep_commit(path: str | Path, hub_id: str, requested: str | None, commit: st
     with open(path.with_name(f".{path.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         commits = read_commits(path)
-        commits.setdefault(hub_id, {})[requested or MAIN] = commit
+        revisions = commits.setdefault(hub_id, {})
+        if not replace and (requested or MAIN) in revisions:
+            return
+        revisions[requested or MAIN] = commit
         write_text(path, "# The commit each revision of a Hugging Face Hub model resolved to when first fetched, by Hub id\n"
                          "# and revision (main: none set; vicurl.models.fetch, config key hub_commits). Commit this file\n"
                          "# with the study: every fetch of a revision takes its commit here.\n"
                    + yaml.safe_dump(commits, sort_keys=True))
 
 
+def keep_missing(path: str | Path, commits: dict[str, dict[str, str]]) -> None:
+    """Keep each of ``commits`` (as `with_manifests` gives them) that the kept commits' file lacks."""
+    kept = read_commits(path)
+    for hub_id, revisions in commits.items():
+        for revision, commit in revisions.items():
+            if revision not in kept.get(hub_id, {}):
+                keep_commit(path, hub_id, requested_revision(revision), commit, replace=False)
+                log.info("%s: %s's fetched folder is at commit %s, kept in %s", hub_id, revision, commit, path)
+
+
 def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision: str | None = None,
           name: str | None = None, endpoint: str | None = None, commits: str | Path | None = None) -> dict[str, Any]:
     """Download `hub_id` at `revision` (default: the main branch) into `out_dir`; write the manifest.
     ``commits``: the kept commits' file (``hub_commits.yaml``): where it holds the commit `revision` resolved
-    to before, that commit is fetched; else the commit it resolves to now is kept there.
+    to before, that commit is fetched; else the one an earlier fetch's manifest at ``manifest_path`` records
+    for it, or else the one it resolves to now, is fetched and kept there.
 
     The files go to `<out_dir>.partial` first, which a killed fetch resumes (huggingface_hub skips the files
     it completed), and the folder appears whole: a job never sees half a model."""
@@ -136,6 +180,8 @@ def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision:
     out_dir, partial = Path(out_dir), Path(f"{out_dir}.partial")
     revision = requested_revision(revision)
     kept = read_commits(commits).get(hub_id, {}).get(revision or MAIN) if commits else None
+    recorded = kept is None and commits is not None
+    kept = kept or fetched_commit(manifest_path, hub_id, revision)  # the folder's jobs ran on it
     api = huggingface_hub.HfApi(endpoint=endpoint)
     asked = kept or revision
     try:
@@ -144,9 +190,10 @@ def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision:
         raise FetchError(
             f"{key}: cannot read {hub_id}{f' at {asked}' if asked else ''} on the Hugging Face Hub: {e}. "
             f"Without internet here, point {key}.hub_id at a local copy of the model") from e
-    if commits and not kept:
+    if recorded:
         keep_commit(commits, hub_id, revision, info.sha)
-        log.info("%s: %s resolved to commit %s, kept in %s", hub_id, revision or "the main branch", info.sha, commits)
+        log.info("%s: %s %s commit %s, kept in %s", hub_id, revision or "the main branch",
+                 "was fetched before at" if kept else "resolved to", info.sha, commits)
     files = wanted([s.rfilename for s in info.siblings or []])
     if not any(f.endswith((".safetensors", ".bin")) for f in files):
         raise FetchError(f"{key}: {hub_id} at {info.sha} has no weights (.safetensors or .bin) in its top folder")
