@@ -5,8 +5,10 @@
     python envs/wheelhouse.py envs
 
 ``envs`` writes the conda environments of ``--sdm conda`` (envs/*.yaml, ``ENVS_FROM_LOCK``) from the Python 3.11
-lock: each names its packages at the lock's versions, so that the rules run the GPU node's library versions
-whichever env runs them (the CPU env's torch aside: the CPU build, 2.13.0).
+lock: each lists every package it installs, its roots and all they require, at the lock's versions (the GPU env
+is the lock; the others are what pip resolves their roots to under the lock's pins), so that the rules run the
+GPU node's library versions whichever env runs them, and an env built later is the one tested (the CPU env's
+torch aside: 2.13.0, the tests', whose own wheel pins what it requires beyond the lock).
 
 ``lock`` rewrites envs/gpu-lock-py3XX.txt for that Python (this one by default): what pip resolves
 ``requirements()`` to (envs/gpu.yaml's pins, pyproject.toml's dependencies and its SLURM executor
@@ -70,27 +72,63 @@ ENVS_FROM_LOCK = {
 }
 
 
-def conda_env(name: str, lock: dict[str, tuple[str, bool, bool]] | None = None) -> str:
-    """envs/<name>.yaml's text: its packages at the Python 3.11 lock's versions (``ENVS_FROM_LOCK``)."""
-    lock = read_lock("3.11") if lock is None else lock
-    purpose, extra, with_project = ENVS_FROM_LOCK[name]
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def env_roots(name: str, lock: dict[str, tuple[str, bool, bool]]) -> list[str]:
+    """What env ``name`` asks for (``ENVS_FROM_LOCK``), each at the lock's version."""
+    _, extra, with_project = ENVS_FROM_LOCK[name]
     project = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
     names = [re.match(r"[A-Za-z0-9._-]+", d).group(0) for d in project if not d.startswith(("torch", "verl"))]
     entries = [e if "==" in e else f"{e}=={lock[e][0]}" for e in extra]
-    entries += [f"{n}=={lock[n][0]}" for n in names if with_project and n not in extra]
+    return entries + [f"{n}=={lock[n][0]}" for n in names if with_project and n not in extra]
+
+
+def conda_env(name: str, closure: dict[str, str], lock: dict[str, tuple[str, bool, bool]] | None = None) -> str:
+    """envs/<name>.yaml's text: its roots, then the rest of ``closure`` (every package the env installs: name ->
+    version), all pinned."""
+    lock = read_lock("3.11") if lock is None else lock
+    roots = env_roots(name, lock)
+    def name_of(requirement: str) -> str:  # verl[vllm]==0.9.1: verl
+        return canonical(re.match(r"[A-Za-z0-9._-]+", requirement).group(0))
+
+    named = {name_of(r) for r in roots}
+    rest = sorted(f"{n}=={v}" for n, v in closure.items() if name_of(n) not in named)
     return "\n".join([
-        f"# {purpose}.",
-        "# Written by `python envs/wheelhouse.py envs` from envs/gpu-lock-py3.11.txt: every package at the version the",
-        "# GPU lock pins. Third-party packages only: every rule script imports this project from the checkout it",
-        "# runs in (workflow_scripts/_checkout.py), so the env builds wherever Snakemake copies this file.",
+        f"# {ENVS_FROM_LOCK[name][0]}.",
+        "# Written by `python envs/wheelhouse.py envs` from envs/gpu-lock-py3.11.txt: what the env asks for, then",
+        "# all it requires, every package at the version the GPU lock pins. Third-party packages only: every rule",
+        "# script imports this project from the checkout it runs in (workflow_scripts/_checkout.py), so the env",
+        "# builds wherever Snakemake copies this file.",
         f"name: vicurl-{name}", "channels: [conda-forge]", "dependencies:", "  - python=3.11", "  - pip", "  - pip:",
-        *[f"      - {e}" for e in entries]]) + "\n"
+        *[f"      - {e}" for e in roots + rest]]) + "\n"
+
+
+def env_closure(name: str, lock: dict[str, tuple[str, bool, bool]], tmp: str) -> dict[str, str]:
+    """Every package env ``name`` installs (name -> version): the GPU env's is the lock (its resolution);
+    another's, what pip resolves its roots to, the lock's pins as constraints (for the CPU env, whose torch is
+    another release, less torch's own build: torch, triton and the CUDA packages, which torch's wheel pins).
+    Needs the package index."""
+    if name == "gpu":
+        return {n: v for n, (v, _, _) in lock.items()}
+    if sys.version_info[:2] != (3, 11):
+        sys.exit("the conda envs run Python 3.11: run `envs` with a Python 3.11")
+    def torch_build(n: str) -> bool:
+        return name == "cpu" and (n in ("torch", "triton") or n.startswith(("nvidia-", "cuda-")))
+
+    constraints = Path(tmp) / f"{name}-constraints.txt"
+    constraints.write_text("".join(f"{n}=={v}\n" for n, (v, _, _) in lock.items() if not torch_build(n)))
+    installs = resolve(sys.executable, env_roots(name, lock), tmp, constraints)
+    return {i["metadata"]["name"]: i["metadata"]["version"].split("+")[0] for i in installs}  # 2.13.0+cpu: 2.13.0
 
 
 def write_envs() -> None:
-    for name in ENVS_FROM_LOCK:
-        (ENVS / f"{name}.yaml").write_text(conda_env(name))
-        print(ENVS / f"{name}.yaml")
+    lock = read_lock("3.11")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ENVS_FROM_LOCK:
+            (ENVS / f"{name}.yaml").write_text(conda_env(name, env_closure(name, lock, tmp), lock))
+            print(ENVS / f"{name}.yaml")
 
 
 def lock_file(python_version: str) -> Path:

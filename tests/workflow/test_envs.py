@@ -59,18 +59,22 @@ def test_envs_hold_third_party_packages_only(env):
 @pytest.mark.parametrize("env", ENVS, ids=lambda p: p.stem)
 def test_every_env_runs_the_gpu_locks_versions(env):
     """Under --sdm conda each rule's env has the versions of the GPU lock (envs/gpu-lock-py3.11.txt, the GPU
-    node's): every package pinned, at the lock's version (the CPU env's torch aside, the CPU build), and the
-    project's dependencies in the GPU and CPU envs within pyproject.toml's ranges. The file is what
-    `python envs/wheelhouse.py envs` writes; the GPU jobs (training, generation, probes) share one env; fetch_model's
-    holds no torch."""
+    node's): every package pinned, at the lock's version (the CPU env's torch aside, the CPU build), the GPU env
+    the whole lock, and the project's dependencies in the GPU and CPU envs within pyproject.toml's ranges. The
+    file is what `python envs/wheelhouse.py envs` writes (its roots first); the GPU jobs (training, generation,
+    probes) share one env; fetch_model's holds no torch. That the others list all they install:
+    `test_pip_resolves_the_cpu_and_fetch_envs_to_what_they_list`."""
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
     wh = wheelhouse()
-    assert env.read_text() == wh.conda_env(env.stem), f"{env.name}: run `python envs/wheelhouse.py envs`"
-    lock = {canonicalize_name(n): v for n, (v, _, _) in wh.read_lock("3.11").items()}
     pins = {canonicalize_name(Requirement(e).name): str(Requirement(e).specifier).removeprefix("==")
             for e in pip_entries(env)}
+    written = dict(e.split("==") for e in pip_entries(env))
+    assert env.read_text() == wh.conda_env(env.stem, written), f"{env.name}: run `python envs/wheelhouse.py envs`"
+    lock = {canonicalize_name(n): v for n, (v, _, _) in wh.read_lock("3.11").items()}
+    if env.stem == "gpu":
+        assert pins == lock
     assert all(str(Requirement(e).specifier).startswith("==") for e in pip_entries(env)), env.name
     assert {n: v for n, v in pins.items() if lock.get(n) != v} == ({"torch": "2.13.0"} if env.stem == "cpu" else {})
     assert PINS[env.stem] <= set(pip_entries(env))
@@ -92,13 +96,17 @@ def snakemake_copy(env: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_pip_resolves_the_cpu_env_from_where_snakemake_puts_it(tmp_path):
-    """pip's resolver accepts the CPU env's pip entries (the lock's versions beside torch's CPU build) run from
-    ``.snakemake/conda/``, as conda runs it. The GPU and fetch envs pin the GPU lock's versions of its own
-    roots and nothing else (`test_every_env_runs_the_gpu_locks_versions`), a part of what pip resolved the lock
-    to: they resolve as the lock does (`test_the_gpu_lock_pins_what_the_verl_env_and_pyproject_ask`), and a
-    resolution of the GPU env's CUDA wheels here took 35-170 s of pip's downloads of metadata."""
-    env = REPO / "envs" / "cpu.yaml"
+@pytest.mark.parametrize("name", ["cpu", "fetch"])
+def test_pip_resolves_the_cpu_and_fetch_envs_to_what_they_list(name, tmp_path):
+    """pip's resolver, run from ``.snakemake/conda/`` as conda runs it, installs exactly the packages the CPU
+    and fetch envs list, at their versions (torch's own build aside: the CPU wheel here, the CUDA wheel from
+    PyPI, whose CUDA packages torch pins): nothing in them floats. The GPU env is the lock
+    (`test_every_env_runs_the_gpu_locks_versions`), which resolves as pip resolved it
+    (`test_the_gpu_lock_pins_what_the_verl_env_and_pyproject_ask`); a resolution of its CUDA wheels here took
+    35-170 s of pip's downloads of metadata."""
+    from packaging.utils import canonicalize_name
+
+    env = REPO / "envs" / f"{name}.yaml"
     req = snakemake_copy(env, tmp_path)
     report = tmp_path / "report.json"
     cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
@@ -109,11 +117,11 @@ def test_pip_resolves_the_cpu_env_from_where_snakemake_puts_it(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     import json
 
-    got = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
-    assert "vicurl" not in got
-    for pin in PINS[env.stem]:
-        name, version = pin.split("==")
-        assert got[name.split("[")[0]].split("+")[0] == version, pin  # a local build may be 2.13.0+cpu
+    got = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"].split("+")[0]  # 2.13.0+cpu
+           for i in json.loads(report.read_text())["install"]}
+    listed = {canonicalize_name(e.split("==")[0].split("[")[0]): e.split("==")[1] for e in pip_entries(env)}
+    torch_build = {n for n in got if n == "triton" or n.startswith(("nvidia-", "cuda-"))}
+    assert {n: v for n, v in got.items() if n not in torch_build} == listed
 
 
 def python_without_the_project(tmp_path: Path) -> Path:
@@ -151,7 +159,7 @@ def test_rule_jobs_import_the_project_from_the_checkout(tmp_path):
 @pytest.mark.parametrize("python", ["3.11", "3.12"])
 def test_the_gpu_lock_pins_what_the_verl_env_and_pyproject_ask(python):
     """envs/gpu-lock-py3.X.txt (`python envs/wheelhouse.py lock`, the offline install's list): each package
-    once, and every entry of envs/gpu.yaml (its GPU pins and pyproject.toml's dependencies), of pyproject's
+    once, and every root of envs/gpu.yaml (its GPU pins and pyproject.toml's dependencies), of pyproject's
     dependencies and of its SLURM extra (the executor plugin, and its jobstep plugin that jobs load) met by
     the pinned version; the packages PyPI has as sources only are marked, and torch's closure: what
     ``download --without-torch`` leaves to an image with torch, vLLM's and FlashInfer's CUDA packages not
@@ -167,7 +175,7 @@ def test_the_gpu_lock_pins_what_the_verl_env_and_pyproject_ask(python):
     pinned = {canonicalize_name(n): v for n, (v, _, _) in lock.items()}
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     deps = project["dependencies"] + project["optional-dependencies"]["slurm"]
-    for entry in pip_entries(REPO / "envs" / "gpu.yaml") + deps + wh.GPU_PINS:
+    for entry in wh.env_roots("gpu", wh.read_lock("3.11")) + deps + wh.GPU_PINS:
         req = Requirement(entry)
         name = canonicalize_name(req.name)
         assert name in pinned and pinned[name] in req.specifier, (entry, pinned.get(name))

@@ -157,6 +157,8 @@ def keep_commit(path: str | Path, hub_id: str, requested: str | None, commit: st
 
 def keep_missing(path: str | Path, commits: dict[str, dict[str, str]]) -> None:
     """Keep each of ``commits`` (as `with_manifests` gives them) that the kept commits' file lacks."""
+    if not commits:
+        return
     kept = read_commits(path)
     for hub_id, revisions in commits.items():
         for revision, commit in revisions.items():
