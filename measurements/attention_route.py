@@ -13,8 +13,9 @@ backward with and without gradient checkpointing (the update):
 
 A randomly initialised model of DeepSeek-R1-Distill-Qwen-1.5B's architecture (Qwen2, untied head; no
 download) in bf16, a pack of 5 sequences of about 3.3k tokens (16,384 in all, verl.max_token_len_per_gpu's
-default). Printed per route: seconds (the median of ``--reps``), the model's FLOP/s by the useful count
-(2N a token forward, 6N forward + backward, attention over each token's own sequence), the max |log-prob
+default). Printed per route: seconds (the median of ``--reps``), the decoder's FLOP/s by the useful count
+(2N a token forward, 6N forward + backward, N the decoder's parameters without the LM head, which the timed
+passes leave out; attention over each token's own sequence), the max |log-prob
 difference| of each route against sdpa_pack (log-probs of the next tokens from the last hidden states, in
 fp32), and the peak memory a token above the weights and gradients (the update). The LM head's loss is left
 out of the timing (the same on every route; measurements/logprob_route.py times it).
@@ -116,8 +117,9 @@ def main(argv=None) -> None:
     model, arch = build(device, dtype, small=not cuda)
     ids, pos = pack(lengths, model.config.vocab_size, device)
     tokens = sum(lengths)
-    # useful FLOPs: 2N a token forward, attention over the token's own sequence (half of it on average)
-    fwd_flops = sum(n * arch.fwd_flops(n / 2) for n in lengths)
+    # useful FLOPs: 2N a token forward, attention over the token's own sequence (half of it on average); the
+    # timed passes stop at the last hidden states, so the LM head's matmul is not counted
+    fwd_flops = sum(n * (arch.fwd_flops(n / 2) - 2 * arch.head) for n in lengths)
     card = torch.cuda.get_device_name() if cuda else "CPU"
     print(f"{card}; {HUB_ID}'s shape{' (reduced)' if not cuda else ''}, {dtype}, a pack of {len(lengths)} sequences, "
           f"{tokens:,} tokens ({lengths}); torch {torch.__version__}", flush=True)

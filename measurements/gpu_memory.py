@@ -10,9 +10,13 @@ reference, ``verl.forward_token_len_per_gpu``), V the vocabulary:
   resident      4N/W weights + 8N/W Adam moments (+ 4N/W gradients during the update);
                 ``param_offload`` / ``optimizer_offload`` move weights / moments to the CPU
   activations   gradient checkpointing (``verl.gradient_checkpointing``, verl's default): each layer's
-                input, T * h * L * 2 bytes, and one layer recomputed at a time, about T * (10 h + 3 i) * 2
-                bytes; without it every layer's, about T * L * (10 h + 3 i) * 2 bytes (an estimate: a GPU
-                measures it, measurements/attention_route.py, "peak memory a token")
+                input, T * h * L * 2 bytes, and one layer recomputed at a time, T * ``layer_bytes`` (h the
+                hidden size, i the MLP's, kv the key/value width); without it every layer's, T * L *
+                ``layer_bytes``: what a decoder layer saves for its backward in bf16, counted: the input and the
+                two norms' float32 copies, q, k, v and the attention's output, the MLP's four (gate, its SiLU,
+                up, their product): about 22 h + 4 kv + 8 i bytes a token (tests/unit/test_gpu_memory.py
+                counts a layer's saved tensors on the CPU against it; a GPU measures the whole,
+                measurements/attention_route.py, "peak memory a token")
   logits        the launcher's config has verl compute log-probs and entropies with its fused kernels
                 (``use_fused_kernels``, torch backend): 512 tokens at a time from the hidden states,
                 so the logits' memory is k * 512 * V * 4 bytes whatever T, k measured below on the
@@ -120,8 +124,9 @@ def shape(hub_id: str) -> dict:
     cfg = cfg_cls(**kw)
     with torch.device("meta"):
         n = sum(p.numel() for p in model_cls(cfg).parameters())
-    return {"n": float(n), "h": cfg.hidden_size, "i": cfg.intermediate_size, "layers": cfg.num_hidden_layers,
-            "vocab": cfg.vocab_size}
+    kv = cfg.num_key_value_heads * cfg.hidden_size // cfg.num_attention_heads
+    return {"n": float(n), "h": cfg.hidden_size, "i": cfg.intermediate_size, "kv": kv,
+            "layers": cfg.num_hidden_layers, "vocab": cfg.vocab_size}
 
 
 def longest_sequences(paper: dict, model: str) -> dict[str, int]:
@@ -135,11 +140,19 @@ def longest_sequences(paper: dict, model: str) -> dict[str, int]:
     return out
 
 
+def layer_bytes(h: int, i: int, kv: int) -> int:
+    """Bytes a token of what one decoder layer (Qwen2's, Llama's) saves for its backward in bf16: the layer's
+    input (2h), the two RMSNorms' float32 copies of their inputs and their bf16 outputs (2 x (4h + 2h)), q and
+    the attention's output (2 x 2h), k and v (2 x 2kv), the residual (2h), and the MLP's gate, SiLU(gate), up
+    and their product (4 x 2i); the attention kernel's log-sum-exp (a float a head) left out."""
+    return 22 * h + 4 * kv + 8 * i
+
+
 def estimate(m: dict, v: VerlSettings, gpu_gb: float, k: tuple[float, float]) -> dict:
     """GB per GPU of each phase of a step (the module's formulas)."""
     w, n, t, f = v.n_gpus_per_node, m["n"], v.max_token_len_per_gpu, v.forward_token_len_per_gpu
     resident = (0 if v.param_offload else 4 * n / w) + (0 if v.optimizer_offload else 8 * n / w)
-    layer = (10 * m["h"] + 3 * m["i"]) * 2  # bytes a token of one layer's activations
+    layer = layer_bytes(m["h"], m["i"], m["kv"])  # bytes a token of one layer's activations
     act = t * m["h"] * m["layers"] * 2 + t * layer if v.gradient_checkpointing else t * m["layers"] * layer
     rollout = resident + v.gpu_memory_utilization * gpu_gb * GB
     old_pass = resident + f * layer + k[1] * (FUSED_CHUNK if fused_kernels() else f) * m["vocab"] * 4

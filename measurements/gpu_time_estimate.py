@@ -118,13 +118,13 @@ class Assumptions:
     # verl's old-policy pass, reference and update, TODAY'S ROUTE (FSDP2, bf16, packed sequences under sdpa's
     # dense block mask, gradient checkpointing): measured on an H200 at the 1.5B shape (paper_shape_steps.py,
     # step 1, 228k tokens on one GPU: 50.6 s for the three, 0.265 of an A100's bf16 peak by this file's count;
-    # docs/verl.md, "What has run on a GPU"). ASSUMED: an A100 takes 2.4 times the H200's time on these
-    # GEMM-bound passes (2.35, the ratio of the cards' memory bandwidths, 4.8 against 2.04 TB/s; 2.5, of their
-    # bf16 rates, the H200's 790 TFLOP/s measured against the A100's 312): 0.265 / 2.4 = 0.11 of the A100's
-    # peak. The launcher's route since (each packed sequence's own attention, vicurl.engines.verl.varlen_attention;
+    # docs/verl.md, "What has run on a GPU"). ASSUMED: the paper's A100 40GB takes 3.1 times the H200's time
+    # on these GEMM-bound passes (3.09, the ratio of the cards' memory bandwidths, 4.8 against 1.555 TB/s; 3.17,
+    # of their bf16 dense peaks, 989 against 312 TFLOP/s; an A100 80GB, 2.04 TB/s, would be about 2.35-2.5):
+    # 0.265 / 3.1 = 0.085 of the A100's peak. The launcher's route since (each packed sequence's own attention, vicurl.engines.verl.varlen_attention;
     # larger forward micro-batches) is not measured yet: measurements/attention_route.py on a GPU gives its rate.
     # The 7B's larger matmuls likely run at a higher share: its estimate is on the safe side.
-    mfu_train: float = 0.265 / 2.4
+    mfu_train: float = 0.265 / 3.1
     # the update's time without gradient checkpointing against with it (config verl.gradient_checkpointing):
     # ASSUMED 3/4, no forward recomputed (on the H200 the update took 4.0 times the old-policy pass, with it)
     update_without_checkpointing: float = 0.75
@@ -406,7 +406,7 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
 
 
 NOTES = {
-    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.1%} (an H200's measured rate at 1.5B on today's route, an A100 assumed 2.4x slower; the update x {update_without_checkpointing:.2f} without gradient checkpointing); +{verl_step_overhead_s:.0f} s/step, +{verl_save_s:.0f} s a save; LM head (verl's fused kernels) at {head_share_fwd:.1%} (fwd) and {head_share_train:.1%} (fwd/bwd) of peak (an H200's measured shares)",
+    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.1%} (an H200's measured 0.265 at 1.5B on today's route, by default an A100 40GB assumed 3.1x slower; the update x {update_without_checkpointing:.2f} without gradient checkpointing); +{verl_step_overhead_s:.0f} s/step, +{verl_save_s:.0f} s a save; LM head (verl's fused kernels) at {head_share_fwd:.1%} (fwd) and {head_share_train:.1%} (fwd/bwd) of peak (an H200's measured shares)",
     "generate_checkpoint": "vLLM, 1 GPU, a checkpoint's benchmarks: {vllm_tps_1p5b:,.0f} tok/s at 1.5B (x 1.5B/N), >= max_new x {vllm_step_s:.3f} s, +{vllm_start_s:.0f} s start",
     "prompt_stats": "as generate_checkpoint (eval.engine vllm): k samples of every training prompt",
     "probe": "HF generate bf16 {hf_tps_1p5b:,.0f} tok/s at 1.5B; FP32 scoring + 4 x 256 fwd/bwd at {util_fp32:.0%} of 19.5 TFLOP/s",
