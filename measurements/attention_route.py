@@ -7,7 +7,8 @@ backward with and without gradient checkpointing (the update):
 * ``sdpa_pack``: transformers' sdpa, which builds a dense block-causal mask of the whole pack from the
   position ids: every one of the T^2 pairs computed, SDPA's flash kernel lost (today's route until the
   launcher took ``varlen``)
-* ``one_at_a_time``: sdpa on each sequence alone, causal, no mask (micro-batches of one sequence)
+* ``one_at_a_time``: sdpa on each sequence alone, causal, no mask (micro-batches of one sequence; its
+  backward runs over the whole pack at once, so its peak memory is the pack's, not one sequence's)
 * ``varlen``: the launcher's route, ``vicurl.engines.verl.varlen_attention``: each sequence attends to itself
   through torch's variable-length flash kernel, one call for the pack
 

@@ -58,13 +58,27 @@ def _temp_folder_of_the_session(tmp_path_factory):
 
 
 def _as_found():
-    """The process's environment and temp folder restored afterwards: the project's code sets variables in
-    the process that runs it (`vicurl.vllm_env.prepare`, the trackers), and no test may leave them to the next."""
+    """The process's environment, temp folder and stop handlers restored afterwards: the project's code sets
+    them in the process that runs it (`vicurl.vllm_env.prepare`, the trackers), and no test may leave them to
+    the next. What a `prepare` made meanwhile (its private temp folder, its shared-memory watcher) is removed."""
     import os
+    import signal
     import tempfile
 
+    from vicurl import vllm_env
+
     env, tempdir = dict(os.environ), tempfile.tempdir
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    prepared, cleanups = dict(vllm_env._prepared), len(vllm_env._cleanups)
     yield
+    for cleanup in reversed(vllm_env._cleanups[cleanups:]):
+        cleanup()
+    del vllm_env._cleanups[cleanups:]
+    vllm_env._prepared.clear()
+    vllm_env._prepared.update(prepared)
+    for sig, handler in handlers.items():
+        if signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
     if dict(os.environ) != env:
         os.environ.clear()
         os.environ.update(env)

@@ -37,17 +37,21 @@ class SharedMemoryNotes:
         with self._lock:
             self.files |= found
 
-    def watch(self, pids, every: float = 2.0) -> None:
-        """Note what the processes ``pids()`` names map, every ``every`` seconds, in a thread of its own."""
+    def watch(self, pids, every: float = 2.0):
+        """Note what the processes ``pids()`` names map, every ``every`` seconds, in a thread of its own, until
+        the function returned is called."""
+        stop = threading.Event()
+
         def loop():
-            while True:
+            while not stop.is_set():
                 try:
                     self.note(pids())
                 except Exception:  # a process list read while processes come and go
                     pass
-                time.sleep(every)
+                stop.wait(every)
 
         threading.Thread(target=loop, name="vicurl-shared-memory-notes", daemon=True).start()
+        return stop.set
 
     def remove(self) -> list[str]:
         with self._lock:

@@ -161,8 +161,8 @@ def prepare() -> None:
     stack = contextlib.ExitStack()
     # vLLM's message queues in /dev/shm: its shutdown SIGKILLs the engine core, which can leave them
     shared = processes.SharedMemoryNotes()
-    shared.watch(lambda: [p.pid for p in processes.children()])
     stack.callback(shared.remove)
+    stack.callback(shared.watch(lambda: [p.pid for p in processes.children()]))  # stops watching, first
     temp = stack.enter_context(private_temp())
     os.environ.update(temp)
     tempfile.tempdir = os.environ["TMPDIR"]  # gettempdir() keeps the folder it found first

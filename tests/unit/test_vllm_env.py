@@ -89,6 +89,35 @@ def test_preparing_twice_keeps_one_private_folder(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_test_that_prepares_leaves_the_process_as_it_found_it(tmp_path, monkeypatch):
+    """A test whose code calls `prepare` in the test process (an evaluation through a stand-in engine) leaves
+    nothing of it to the next (tests/conftest.py, `_as_found`): the stop handlers, the environment and the temp
+    folder as they were, its private folder removed and its shared-memory watcher stopped."""
+    import tempfile
+    import threading
+
+    from conftest import _as_found
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    handler, env = signal.getsignal(signal.SIGTERM), dict(os.environ)
+    watching = lambda: sum(t.name == "vicurl-shared-memory-notes" for t in threading.enumerate())  # noqa: E731
+    before = watching()
+    scope = _as_found()
+    next(scope)
+    vllm_env.prepare()
+    private = Path(os.environ["TMPDIR"])
+    assert private.parent == tmp_path and signal.getsignal(signal.SIGTERM) is vllm_env._on_stop
+    assert watching() == before + 1
+    with pytest.raises(StopIteration):
+        next(scope)
+    assert signal.getsignal(signal.SIGTERM) is handler and dict(os.environ) == env and not vllm_env._prepared
+    assert not private.exists() and tempfile.tempdir != str(private)
+    deadline = time.time() + 10
+    while watching() > before and time.time() < deadline:  # it wakes within its 2 s wait
+        time.sleep(0.1)
+    assert watching() == before
+
+
 def test_torchs_compile_cache_outlives_the_jobs_temp_folder(tmp_path):
     """torch keeps its compiled kernels (inductor's, Triton's) in ``<temp>/torchinductor_<user>``: in a job's
     private temp folder they would go with it, and every job would compile them again. With the job's folder the

@@ -63,7 +63,7 @@ def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: d
     previous = _trap_signals(lambda signum, frame: held.append(signum))
     proc = subprocess.Popen(list(cmd), env=env, start_new_session=True)
     shared = processes.SharedMemoryNotes()  # vLLM's queues: Ray's shutdown SIGKILLs engines, which leaves them
-    shared.watch(lambda: [p.pid for p in session_processes(proc.pid)])
+    stop_watching = shared.watch(lambda: [p.pid for p in session_processes(proc.pid)])
     try:
         _trap_signals(_raise_stop)
         if held:
@@ -95,6 +95,7 @@ def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: d
             raise KeyboardInterrupt from None
         raise SystemExit(128 + e.signum) from None
     finally:
+        stop_watching()
         _restore_signals(previous)
 
 

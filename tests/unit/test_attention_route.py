@@ -1,0 +1,25 @@
+"""measurements/attention_route.py, the GPU check of the training passes' attention, rehearsed on the CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from harness import REPO
+
+
+def test_the_attention_routes_script_runs_and_its_routes_agree(tmp_path):
+    """`--cpu` (a reduced model in fp32, a pack of 4 sequences): every route timed forward and forward + backward
+    with and without checkpointing, its figures written as it goes, and the launcher's route and one sequence at
+    a time give the dense-mask pack's log-probs to fp32 rounding."""
+    out = subprocess.run([sys.executable, str(REPO / "measurements" / "attention_route.py"), "--cpu", "--reps", "1",
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads((tmp_path / "attention_route.json").read_text())
+    routes = figures["routes"]
+    assert set(routes) == {"sdpa_pack", "one_at_a_time", "varlen"}
+    for r in routes.values():
+        assert all(r[k] > 0 for k in ("forward_s", "train_s_checkpointing", "train_s_no_checkpointing"))
+        assert r["max_abs_logprob_diff_vs_sdpa_pack"] < 1e-4
+    assert "varlen against sdpa_pack" in out.stdout
