@@ -274,8 +274,13 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
                                            f"its temp folder to {dest}: {copy_failed}") from None
             for logs, copy in kept.items():  # the error named them in the temp folder, removed next
                 message = message.replace(logs, copy)
-            where = f"\nRay's and vLLM's logs of the run, copied from its temp folder: {dest}" if kept else \
-                "\nRay wrote no logs (its session never started)"
+            if kept:
+                where = f"\nRay's and vLLM's logs of the run, copied from its temp folder: {dest}"
+            elif int(v.nnodes) > 1 or "RAY_TMPDIR" in env:  # a cluster started by `ray start`, a folder of the user's
+                where = ("\nRay's session is outside the run's temp folder (the cluster's, or RAY_TMPDIR): its logs "
+                         "stay where it keeps them")
+            else:
+                where = "\nRay wrote no logs in the run's temp folder (its session never started)"
             raise supervise.LoopFailed(message + where) from None
 
 

@@ -143,8 +143,8 @@ class _Watch:
         logs = _ray_logs_dir(sid)
         actors = {ppid for title, ppid in self.engines.values() if "EngineCore" in title}
         files = sorted(f for pid in actors if logs for f in logs.glob(f"worker-*-{pid}.*"))
-        if not files:
-            return f"\nRay's logs: {logs or 'not found'}"
+        if not files:  # none found (the session already gone): the caller says where its copies are
+            return f"\nRay's logs: {logs}" if logs else ""
         errors = [line for f in files for line in _error_lines(f)][-12:]
         return ("\nThe rollout engine's log: " + ", ".join(map(str, files))
                 + ("\nIts last errors:\n  " + "\n  ".join(errors) if errors else ""))
