@@ -120,7 +120,9 @@ def env_closure(name: str, lock: dict[str, tuple[str, bool, bool]], tmp: str) ->
     constraints = Path(tmp) / f"{name}-constraints.txt"
     constraints.write_text("".join(f"{n}=={v}\n" for n, (v, _, _) in lock.items() if not torch_build(n)))
     installs = resolve(sys.executable, env_roots(name, lock), tmp, constraints)
-    return {i["metadata"]["name"]: i["metadata"]["version"].split("+")[0] for i in installs}  # 2.13.0+cpu: 2.13.0
+    # 2.13.0+cpu: 2.13.0; torch's own CUDA packages (PyPI's build) left to its wheel's pins, whichever index
+    return {i["metadata"]["name"]: i["metadata"]["version"].split("+")[0] for i in installs
+            if i["metadata"]["name"] == "torch" or not torch_build(canonical(i["metadata"]["name"]))}
 
 
 def write_envs() -> None:

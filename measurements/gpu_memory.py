@@ -13,8 +13,8 @@ reference, ``verl.forward_token_len_per_gpu``), V the vocabulary:
                 input, T * h * L * 2 bytes, and one layer recomputed at a time, T * ``layer_bytes`` (h the
                 hidden size, i the MLP's, kv the key/value width); without it every layer's, T * L *
                 ``layer_bytes``: what a decoder layer saves for its backward in bf16, counted: the input and the
-                two norms' float32 copies, q, k, v and the attention's output, the MLP's four (gate, its SiLU,
-                up, their product): about 22 h + 4 kv + 8 i bytes a token (tests/unit/test_gpu_memory.py
+                two norms' float32 copies, q, k, v, the attention's output and the output projection's input,
+                the MLP's four (gate, its SiLU, up, their product): about 22 h + 4 kv + 8 i bytes a token (tests/unit/test_gpu_memory.py
                 counts a layer's saved tensors on the CPU against it; a GPU measures the whole,
                 measurements/attention_route.py, "peak memory a token")
   logits        the launcher's config has verl compute log-probs and entropies with its fused kernels
@@ -143,8 +143,10 @@ def longest_sequences(paper: dict, model: str) -> dict[str, int]:
 def layer_bytes(h: int, i: int, kv: int) -> int:
     """Bytes a token of what one decoder layer (Qwen2's, Llama's) saves for its backward in bf16: the layer's
     input (2h), the two RMSNorms' float32 copies of their inputs and their bf16 outputs (2 x (4h + 2h)), q and
-    the attention's output (2 x 2h), k and v (2 x 2kv), the residual (2h), and the MLP's gate, SiLU(gate), up
-    and their product (4 x 2i); the attention kernel's log-sum-exp (a float a head) left out."""
+    the attention kernel's output (2 x 2h), k and v (2 x 2kv), the output projection's input (2h: under sdpa a
+    copy of the kernel's output in another layout; on the varlen route the same tensor, so 2h over there), the
+    residual (2h), and the MLP's gate, SiLU(gate), up and their product (4 x 2i); the kernel's log-sum-exp (a
+    float a head) left out."""
     return 22 * h + 4 * kv + 8 * i
 
 

@@ -71,18 +71,20 @@ def _as_found():
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
     prepared, cleanups = dict(vllm_env._prepared), len(vllm_env._cleanups)
     yield
-    for cleanup in reversed(vllm_env._cleanups[cleanups:]):
-        cleanup()
-    del vllm_env._cleanups[cleanups:]
-    vllm_env._prepared.clear()
-    vllm_env._prepared.update(prepared)
-    for sig, handler in handlers.items():
-        if signal.getsignal(sig) is not handler:
-            signal.signal(sig, handler)
-    if dict(os.environ) != env:
-        os.environ.clear()
-        os.environ.update(env)
-    tempfile.tempdir = tempdir
+    try:
+        for cleanup in reversed(vllm_env._cleanups[cleanups:]):
+            cleanup()
+    finally:  # a cleanup that failed leaves the rest restored still
+        del vllm_env._cleanups[cleanups:]
+        vllm_env._prepared.clear()
+        vllm_env._prepared.update(prepared)
+        for sig, handler in handlers.items():
+            if signal.getsignal(sig) is not handler:
+                signal.signal(sig, handler)
+        if dict(os.environ) != env:
+            os.environ.clear()
+            os.environ.update(env)
+        tempfile.tempdir = tempdir
 
 
 @pytest.fixture(autouse=True, scope="module")

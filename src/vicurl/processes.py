@@ -39,7 +39,7 @@ class SharedMemoryNotes:
 
     def watch(self, pids, every: float = 2.0):
         """Note what the processes ``pids()`` names map, every ``every`` seconds, in a thread of its own, until
-        the function returned is called."""
+        the function returned is called (it returns once the thread has ended)."""
         stop = threading.Event()
 
         def loop():
@@ -50,8 +50,14 @@ class SharedMemoryNotes:
                     pass
                 stop.wait(every)
 
-        threading.Thread(target=loop, name="vicurl-shared-memory-notes", daemon=True).start()
-        return stop.set
+        thread = threading.Thread(target=loop, name="vicurl-shared-memory-notes", daemon=True)
+        thread.start()
+
+        def end() -> None:
+            stop.set()
+            thread.join(timeout=10)
+
+        return end
 
     def remove(self) -> list[str]:
         with self._lock:

@@ -57,7 +57,15 @@ def engine(vllm, tiny_model_dir, engine_args, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TMPDIR", long_folder(tmp_path_factory.mktemp("t"), 100))
         mp.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again (and start_engine sets it: restored)
-        return start_engine(tiny_model_dir, 0, engine_args)
+        llm = start_engine(tiny_model_dir, 0, engine_args)
+    yield llm
+    shut_down(llm)
+
+
+def shut_down(llm) -> None:
+    """The engine's processes ended before the module's end removes its temp folder and shared memory
+    (tests/conftest.py), as an evaluation's exit ends them before its own cleanup."""
+    llm.llm_engine.engine_core.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -269,7 +277,9 @@ def bos_engine(vllm, bos_model_dir, engine_args):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # apply_model sends a function to the worker
         mp.syspath_prepend(str(Path(__file__).parent))  # which imports it by name: spawned processes get this sys.path
-        return start_engine(bos_model_dir, 0, engine_args)
+        llm = start_engine(bos_model_dir, 0, engine_args)
+    yield llm
+    shut_down(llm)
 
 
 def test_vllm_takes_the_token_prompts_as_they_are_no_bos_added(vllm, bos_engine, bos_model_dir):

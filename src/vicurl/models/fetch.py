@@ -183,7 +183,8 @@ def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision:
     revision = requested_revision(revision)
     kept = read_commits(commits).get(hub_id, {}).get(revision or MAIN) if commits else None
     recorded = kept is None and commits is not None
-    kept = kept or fetched_commit(manifest_path, hub_id, revision)  # the folder's jobs ran on it
+    if recorded:  # the folder's jobs ran on it
+        kept = fetched_commit(manifest_path, hub_id, revision)
     api = huggingface_hub.HfApi(endpoint=endpoint)
     asked = kept or revision
     try:

@@ -101,7 +101,8 @@ def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     if sliding_window is not None:
         raise ValueError(f"{NAME}: sliding-window attention is not supported; set attn_implementation: sdpa")
     b, h, t, d = query.shape
-    if key.shape[2] != t or (cu_seq_lens_k is not None and not torch.equal(cu_seq_lens_k, cu_seq_lens_q)):
+    if key.shape[2] != t or (cu_seq_lens_q is None) != (cu_seq_lens_k is None) or \
+            (cu_seq_lens_q is not None and not torch.equal(cu_seq_lens_k, cu_seq_lens_q)):
         raise ValueError(f"{NAME}: keys and queries of different lengths (a KV cache): training passes only")
     q, k, v = (x.transpose(1, 2).reshape(b * t, x.shape[1], d) for x in (query, key, value))
     if cu_seq_lens_q is not None:
