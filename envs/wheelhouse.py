@@ -90,6 +90,7 @@ def conda_env(name: str, closure: dict[str, str], lock: dict[str, tuple[str, boo
     version), all pinned."""
     lock = read_lock("3.11") if lock is None else lock
     roots = env_roots(name, lock)
+
     def name_of(requirement: str) -> str:  # verl[vllm]==0.9.1: verl
         return canonical(re.match(r"[A-Za-z0-9._-]+", requirement).group(0))
 
@@ -114,6 +115,7 @@ def env_closure(name: str, lock: dict[str, tuple[str, bool, bool]], tmp: str) ->
         return {n: v for n, (v, _, _) in lock.items()}
     if sys.version_info[:2] != (3, 11):
         sys.exit("the conda envs run Python 3.11: run `envs` with a Python 3.11")
+
     def torch_build(n: str) -> bool:
         return name == "cpu" and (n in ("torch", "triton") or n.startswith(("nvidia-", "cuda-")))
 
@@ -165,10 +167,10 @@ def lock(python: str = sys.executable, upgrade: bool = False, unpin: tuple[str, 
         subprocess.run([py, "-m", "pip", "install", "-q", *PIP, "--upgrade", "pip"], check=True)
         current, keep = lock_file(version), None
         if current.exists() and not upgrade:  # the current pins as constraints, less those to re-resolve
-            free = {re.sub(r"[-_.]+", "-", n).lower() for n in unpin}
+            free = {canonical(n) for n in unpin}
             keep = Path(tmp) / "constraints.txt"
             keep.write_text("".join(f"{n}=={v}\n" for n, (v, _, _) in read_lock(version).items()
-                                    if re.sub(r"[-_.]+", "-", n).lower() not in free))
+                                    if canonical(n) not in free))
         installs = resolve(py, requirements(), tmp, keep)
         torch = [r for r in GPU_PINS if r.startswith("torch")]
         closure = {i["metadata"]["name"].lower() for i in resolve(py, torch, tmp, keep)}

@@ -14,9 +14,9 @@ reference, ``verl.forward_token_len_per_gpu``), V the vocabulary:
                 hidden size, i the MLP's, kv the key/value width); without it every layer's, T * L *
                 ``layer_bytes``: what a decoder layer saves for its backward in bf16, counted: the input and the
                 two norms' float32 copies, q, k, v, the attention's output and the output projection's input,
-                the MLP's four (gate, its SiLU, up, their product): about 22 h + 4 kv + 8 i bytes a token (tests/unit/test_gpu_memory.py
-                counts a layer's saved tensors on the CPU against it; a GPU measures the whole,
-                measurements/attention_route.py, "peak memory a token")
+                the MLP's four (gate, its SiLU, up, their product): about 22 h + 4 kv + 8 i bytes a token
+                (tests/unit/test_gpu_memory.py counts a layer's saved tensors on the CPU against it; a GPU
+                measures the whole, measurements/attention_route.py, "peak memory a token")
   logits        the launcher's config has verl compute log-probs and entropies with its fused kernels
                 (``use_fused_kernels``, torch backend): 512 tokens at a time from the hidden states,
                 so the logits' memory is k * 512 * V * 4 bytes whatever T, k measured below on the

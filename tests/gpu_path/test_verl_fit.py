@@ -170,8 +170,8 @@ def entropy_runs(vllm, verl_launch, untied_model_dir, tiny_model_dir, demo_train
     """VI-CuRL with the entropy reward (RENT), 3 steps, on 2 ranks (FSDP2 over two gloo ranks, two vLLM
     replicas), the untied copy of the demo's model, the 7B's offload settings, G = 3 (a step's kept rows,
     3 prompts x 3 at beta 0.2, are odd: the trainer pads them to the ranks) and small token budgets (the update
-    and the forward-only passes in several micro-batches each, as the paper's 6,144-token budgets split theirs). Run ``a`` uninterrupted, at the
-    same time as SENT's 1-rank run on the tied model (two runs on one machine, each with its own Ray,
+    and the forward-only passes in several micro-batches each, as the paper's 6,144-token budgets split
+    theirs). Run ``a`` uninterrupted, at the same time as SENT's 1-rank run on the tied model (two runs on one machine, each with its own Ray,
     ranks and replicas; the recorder holds each at step 1 until the other is there, so that their updates and
     weight syncs overlap); run ``b`` stopped (SIGTERM to the train job, as SLURM's time limit or a user sends
     it) inside step 2's export, after verl's save of step 2 (its tracker names the step) and once the merger
@@ -273,8 +273,8 @@ def test_the_update_is_the_kept_prompts_update_weighted_one_over_beta(entropy_ru
     clipping; the CPU rehearsal's actor computes in fp32) is, parameter by parameter, the 1-rank gradient of
     the same rollouts: the local loss (`vicurl.algos.grpo.grpo_loss`, float32, one process) on the kept
     prompts alone, each weighted 1/beta-hat over the whole batch's normalizer, from the base model the step
-    started from. So the padding row, the split over ranks and each rank's micro-batches add nothing, and AdamW's first step, a function
-    of the gradient alone, is the 1-rank one. With weight 1 instead (the dropped prompts' share lost) the
+    started from. So the padding row, the split over ranks and each rank's micro-batches add nothing, and
+    AdamW's first step, a function of the gradient alone, is the 1-rank one. With weight 1 instead (the dropped prompts' share lost) the
     gradient would be beta-hat times as large."""
     from transformers import AutoModelForCausalLM
 

@@ -10,8 +10,8 @@ The commit a model's revision (config key ``models.<name>.revision``, default th
 the first time is kept in ``hub_commits.yaml`` (config key ``hub_commits``), by Hub id and revision: every
 later fetch of that revision, after a deleted folder, in another scenario or in a checkout that has the
 file, takes that commit (where the file has no entry, the commit a fetched folder's manifest records for that
-revision counts as kept, and is written to the file). So the main branch moving on the Hub changes nothing; writing the kept commit into
-the config as the revision (a pin) reruns nothing either (``request``); another revision is resolved and
+revision counts as kept, and is written to the file). So the main branch moving on the Hub changes nothing;
+writing the kept commit into the config as the revision (a pin) reruns nothing either (``request``); another revision is resolved and
 kept beside it, and going back to the first takes its kept commit again. One scenario's revision never
 changes another's.
 
@@ -106,12 +106,17 @@ def fetched_commit(manifest_path: str | Path, hub_id: str, revision: str | None)
     """The commit a fetched folder's manifest records for ``hub_id`` at ``revision`` (None: the main branch),
     or None: what its jobs ran on, where the kept commits' file has no entry for it (a study fetched before the
     file existed, a checkout or copied results without it, the file deleted)."""
+    m = read_manifest(manifest_path)
+    return m["commit"] if m.get("hub_id") == hub_id and requested_revision(m.get("revision")) == revision else None
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """A fetch's manifest, or {} where there is none (a local or built model) or it holds no commit."""
     try:
-        m = json.loads(Path(manifest_path).read_text())
+        m = json.loads(Path(path).read_text())
     except (OSError, ValueError):
-        return None
-    same = isinstance(m, dict) and m.get("hub_id") == hub_id and requested_revision(m.get("revision")) == revision
-    return m.get("commit") if same and isinstance(m.get("commit"), str) else None
+        return {}
+    return m if isinstance(m, dict) and isinstance(m.get("commit"), str) else {}
 
 
 def with_manifests(commits: dict[str, dict[str, str]],
@@ -120,13 +125,9 @@ def with_manifests(commits: dict[str, dict[str, str]],
     they hold none for its revision: a pin of a folder's commit then asks for what was asked (`request`)."""
     merged = {hub_id: dict(kept) for hub_id, kept in commits.items()}
     for hub_id, path in manifests:
-        try:
-            revision = requested_revision(json.loads(Path(path).read_text()).get("revision"))
-        except (OSError, ValueError, AttributeError):
-            continue
-        commit = fetched_commit(path, hub_id, revision)
-        if commit:
-            merged.setdefault(hub_id, {}).setdefault(revision or MAIN, commit)
+        m = read_manifest(path)
+        if m.get("hub_id") == hub_id:
+            merged.setdefault(hub_id, {}).setdefault(requested_revision(m.get("revision")) or MAIN, m["commit"])
     return merged
 
 
@@ -228,11 +229,8 @@ def fetch(hub_id: str, out_dir: str | Path, manifest_path: str | Path, revision:
 
 def fetched(model_dir: str | Path) -> dict[str, Any]:
     """What a run records of its initial policy: the folder and, where fetch() wrote it, the Hub id and commit."""
-    try:  # a local or built model has no manifest
-        m = json.loads(manifest_of(model_dir).read_text())
-    except (OSError, ValueError):
-        m = {}
-    keep = isinstance(m, dict) and {"hub_id", "commit"} <= set(m)
+    m = read_manifest(manifest_of(model_dir))
+    keep = "hub_id" in m
     return {"dir": str(model_dir), **({k: m.get(k) for k in ("hub_id", "revision", "commit")} if keep else {})}
 
 
