@@ -20,7 +20,7 @@ first line and each log's name the card and the versions that gave the figures.
   qwen2_stall    measurements/qwen2_eval.py --parallel-op-first --fork --debug: the stalled evaluation's parent
                  recreated (multi-threaded torch work on the CPU, then vLLM forking its engine core, as before
                  vicurl.vllm_env asked for spawn): the engine start should stall, and every process print its
-                 stacks after 60 s (the engine core's in the input batch's allocation, under popen_fork)
+                 stacks after 45 s (the engine core's in the input batch's allocation, under popen_fork)
   qwen2_eval     measurements/qwen2_eval.py --parallel-op-first --problems 16: the same parent with the fix (vLLM
                  spawns): an evaluation's generation with a Qwen2-family model at the 1.5B shape (vLLM's V1
                  model runner, the default's unseeded sampler)
@@ -77,9 +77,10 @@ def checks(shape_args: list[str], work: Path) -> dict[str, tuple[list[str] | Non
         "probe": ([PY, "measurements/probe_memory.py"], 100, 180),
         "logprob": ([PY, "measurements/logprob_route.py"], 30, 90),
         "shape_tied": (shape("qwen_math_1.5b", str(work / "shape_tied"), shape_args), 390, 600),
-        "qwen2_stall": ([PY, "measurements/qwen2_eval.py", "--out", str(work / "qwen2_stall"), "--problems", "16",
-                         "--parallel-op-first", "--fork", "--debug", "--dump-after", "60"], 120, 150),
-        "qwen2_eval": ([PY, "measurements/qwen2_eval.py", "--out", str(work / "qwen2_eval"), "--problems", "16",
+        # one model folder for both (written once)
+        "qwen2_stall": ([PY, "measurements/qwen2_eval.py", "--out", str(work / "qwen2"), "--problems", "16",
+                         "--parallel-op-first", "--fork", "--debug", "--dump-after", "45"], 110, 130),
+        "qwen2_eval": ([PY, "measurements/qwen2_eval.py", "--out", str(work / "qwen2"), "--problems", "16",
                         "--parallel-op-first"], 180, 300),
         "attention": ([PY, "measurements/attention_route.py", "--out", str(work / "attention")], 240, 330),
     }

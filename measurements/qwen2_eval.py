@@ -32,6 +32,7 @@ import contextlib
 import faulthandler
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -134,12 +135,15 @@ def main(argv=None) -> None:
     if not (model_dir / "config.json").exists():
         # in a process of its own: an evaluation job finds its model on disk and starts vLLM from a process
         # that has run no torch work (the first GPU run wrote the model here, then vLLM's engine core stalled)
+        part = model_dir.with_name(model_dir.name + ".part")  # renamed when whole: a killed run leaves no half model
+        shutil.rmtree(part, ignore_errors=True)
         writer = multiprocessing.get_context("spawn").Process(target=write_model,
-                                                              args=(model_dir, a.hub_id, a.layers, a.vocab))
+                                                              args=(part, a.hub_id, a.layers, a.vocab))
         writer.start()
         writer.join()
         if writer.exitcode != 0:
             sys.exit(f"writing the model failed ({writer.exitcode})")
+        part.rename(model_dir)
     print(f"model written: {time.time() - t0:.0f} s", flush=True)
 
     table = problems(a.problems)
