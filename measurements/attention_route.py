@@ -17,8 +17,11 @@ download) in bf16, a pack of 5 sequences of about 3.3k tokens (16,384 in all, ve
 default). Printed per route: seconds (the median of ``--reps``), the decoder's FLOP/s by the useful count
 (2N a token forward, 6N forward + backward, N the decoder's parameters without the LM head, which the timed
 passes leave out; attention over each token's own sequence), the max |log-prob
-difference| of each route against sdpa_pack (log-probs of the next tokens from the last hidden states, in
-fp32), and the peak memory a token above the weights and gradients (the update). The LM head's loss is left
+difference| of each route against sdpa_pack and against the same weights in fp32 one sequence at a time
+(log-probs of the next tokens from the last hidden states, in fp32; sdpa_pack's own difference from fp32 is
+the bf16 rounding any route carries), the peak memory a token above the weights and gradients (the update),
+and for varlen the update in micro-batches of one sequence each (config/paper.yaml's 6,144-token budget for
+the 1.5B models holds one ~3.5k-token sequence). The LM head's loss is left
 out of the timing (the same on every route; measurements/logprob_route.py times it).
 
     python measurements/attention_route.py --out /tmp/attention_route              # a GPU: 4-5 minutes
@@ -90,6 +93,20 @@ def log_probs(model, hidden: torch.Tensor, ids: torch.Tensor, chunk: int = 2048)
     return torch.cat(out)
 
 
+def fp32_log_probs(model, ids: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+    """The pack's log-probs from the same weights in fp32, one sequence at a time: the exact figure each
+    route's bf16 result is compared with."""
+    import copy
+
+    exact = copy.deepcopy(model).float()
+    try:
+        return log_probs(exact, forward(exact, "one_at_a_time", ids, None, lengths), ids)
+    finally:
+        del exact
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
 def timed(fn, reps: int, sync) -> float:
     fn()  # warm-up (kernels chosen, allocator filled)
     times = []
@@ -128,12 +145,15 @@ def main(argv=None) -> None:
     results: dict = {"card": card, "dtype": str(dtype), "lengths": lengths, "torch": torch.__version__, "routes": {}}
     with torch.no_grad():
         reference = log_probs(model, forward(model, "sdpa_pack", ids, pos, lengths), ids)
+        exact = fp32_log_probs(model, ids, lengths)
     for route in a.routes:
         r: dict = {}
         with torch.no_grad():
             r["forward_s"] = timed(lambda: forward(model, route, ids, pos, lengths), a.reps, sync)
             lp = log_probs(model, forward(model, route, ids, pos, lengths), ids)
         r["max_abs_logprob_diff_vs_sdpa_pack"] = float((lp - reference).abs().max())
+        # against the same weights in fp32: sdpa_pack's own figure is the bf16 rounding every route carries
+        r["max_abs_logprob_diff_vs_fp32"] = float((lp - exact).abs().max())
         for ckpt in (True, False):
             model.gradient_checkpointing_enable() if ckpt else model.gradient_checkpointing_disable()
             model.train()
@@ -151,6 +171,18 @@ def main(argv=None) -> None:
             if cuda:
                 r[f"peak_mb_a_token_{key}"] = (torch.cuda.max_memory_allocated() - held) / tokens / 2**20
             model.eval()
+        if route == "varlen":  # the update's micro-batches at config/paper.yaml's 6,144-token budget: one each
+            model.train()
+
+            def per_sequence():
+                model.zero_grad(set_to_none=False)
+                start = 0
+                for n in lengths:
+                    forward(model, route, ids[:, start:start + n], pos[:, start:start + n], [n]).float().pow(2).mean().backward()
+                    start += n
+
+            r["train_s_no_checkpointing_one_sequence_a_micro_batch"] = timed(per_sequence, a.reps, sync)
+            model.eval()
         model.gradient_checkpointing_disable()
         r["forward_tflops"] = fwd_flops / r["forward_s"] / 1e12
         r["train_tflops_no_checkpointing"] = 3 * fwd_flops / r["train_s_no_checkpointing"] / 1e12
@@ -158,7 +190,9 @@ def main(argv=None) -> None:
         print(f"{route:>14}: forward {r['forward_s']:.3f} s ({r['forward_tflops']:.0f} TFLOP/s); forward + backward "
               f"{r['train_s_checkpointing']:.3f} s with checkpointing, {r['train_s_no_checkpointing']:.3f} s without "
               f"({r['train_tflops_no_checkpointing']:.0f} TFLOP/s); max |log-prob - sdpa_pack's| "
-              f"{r['max_abs_logprob_diff_vs_sdpa_pack']:.2e}"
+              f"{r['max_abs_logprob_diff_vs_sdpa_pack']:.2e}, fp32's {r['max_abs_logprob_diff_vs_fp32']:.2e}"
+              + (f"; one sequence a micro-batch {r['train_s_no_checkpointing_one_sequence_a_micro_batch']:.3f} s"
+                 if route == "varlen" else "")
               + (f"; peak {r['peak_mb_a_token_checkpointing']:.2f} / {r['peak_mb_a_token_no_checkpointing']:.2f} MB "
                  f"a token (with / without checkpointing)" if cuda else ""), flush=True)
         a.out.mkdir(parents=True, exist_ok=True)

@@ -111,23 +111,40 @@ def arch_of(kind: str, kw: dict) -> Arch:
     return Arch(float(n_flop), float(total), layers, kw["num_attention_heads"] * head_dim, float(h * vocab))
 
 
+# verl's step 1 at Qwen2.5-Math-1.5B's shape on one H200 (paper_shape_steps.py --prompts 8 --steps 1,
+# 2026-11-28; docs/verl.md, "What has run on a GPU"): 64 rows of 506 + 3,072 tokens, the old-policy pass
+# 3.681 s + the reference 3.379 s + the update 20.201 s (no gradient checkpointing); the update 0.780 of its
+# time with checkpointing (attention_route.py: 0.389 s against 0.499 s)
+MEASURED_STEP = dict(hub_id="Qwen/Qwen2.5-Math-1.5B", rows=64, context=506 + 3072, seconds=3.681 + 3.379 + 20.201,
+                     update_without_checkpointing=0.780, peak=312e12, head_peak=790e12)
+
+
+def measured_share(m: dict) -> float:
+    """The share of ``m["peak"]`` at which a measured step ran its old-policy pass, reference and update, by
+    ``plan``'s count (every row kept; the update counted at ``update_without_checkpointing`` of its work with
+    recomputation; the LM head's matmuls taken out at their own measured shares of ``head_peak``, Assumptions')."""
+    a = arch_of(*ARCHS[m["hub_id"]])
+    rows_ctx = m["rows"] * m["context"]
+    flops = rows_ctx * (2 + 3 * m["update_without_checkpointing"]) * a.fwd_flops(m["context"] / 2)
+    fwd_head, train_head = 2 * a.head * rows_ctx * 2, 6 * a.head * rows_ctx
+    head_s = (fwd_head / Assumptions.head_share_fwd + train_head / Assumptions.head_share_train) / m["head_peak"]
+    return (flops - fwd_head - train_head) / ((m["seconds"] - head_s) * m["peak"])
+
+
 @dataclass
 class Assumptions:
     bf16_peak: float = 312e12
     fp32_peak: float = 19.5e12
-    # verl's old-policy pass, reference and update, TODAY'S ROUTE (FSDP2, bf16, packed sequences under sdpa's
-    # dense block mask, gradient checkpointing): measured on an H200 at the 1.5B shape (paper_shape_steps.py,
-    # step 1, 228k tokens on one GPU: 50.6 s for the three, 0.265 of an A100's bf16 peak by this file's count;
-    # docs/verl.md, "What has run on a GPU"). ASSUMED: the paper's A100 40GB takes 3.1 times the H200's time
-    # on these GEMM-bound passes (3.09, the ratio of the cards' memory bandwidths, 4.8 against 1.555 TB/s; 3.17,
-    # of their bf16 dense peaks, 989 against 312 TFLOP/s; an A100 80GB, 2.04 TB/s, would be about 2.35-2.5):
-    # 0.265 / 3.1 = 0.085 of the A100's peak. The launcher's route since (each packed sequence's own attention, vicurl.engines.verl.varlen_attention;
-    # larger forward micro-batches) is not measured yet: measurements/attention_route.py on a GPU gives its rate.
-    # The 7B's larger matmuls likely run at a higher share: its estimate is on the safe side.
-    mfu_train: float = 0.265 / 3.1
+    # verl's old-policy pass, reference and update on the launcher's route (varlen attention, forward passes on
+    # 32,768-token micro-batches, the update on 6,144 without gradient checkpointing): the H200 step in
+    # MEASURED_STEP, 0.392 of an A100's bf16 peak by this file's count (measured_share). ASSUMED: the paper's
+    # A100 40GB takes 3.1 times the H200's time on these GEMM-bound passes (3.09, the ratio of the cards'
+    # memory bandwidths, 4.8 against 1.555 TB/s; 3.17, of their bf16 dense peaks, 989 against 312 TFLOP/s; an
+    # A100 80GB, 2.04 TB/s, would be about 2.35-2.5). The 7B's larger matmuls likely run at a higher share.
+    mfu_train: float = field(default_factory=lambda: measured_share(MEASURED_STEP) / 3.1)
     # the update's time without gradient checkpointing against with it (config verl.gradient_checkpointing):
-    # ASSUMED 3/4, no forward recomputed (on the H200 the update took 4.0 times the old-policy pass, with it)
-    update_without_checkpointing: float = 0.75
+    # measured on the H200, varlen route, a 16,384-token pack at the 1.5B shape (attention_route.py)
+    update_without_checkpointing: float = MEASURED_STEP["update_without_checkpointing"]
     util_fp32: float = 0.6  # the probe's FP32 matmuls, one 3.5k-token sequence at a time
     vllm_tps_1p5b: float = 15000.0  # vLLM output tokens/s per A100, 1.5B model, large batch
     vllm_step_s: float = 0.025  # one decode step of a full batch (the longest sample's floor)
@@ -406,7 +423,7 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
 
 
 NOTES = {
-    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.1%} (an H200's measured 0.265 at 1.5B on today's route, by default an A100 40GB assumed 3.1x slower; the update x {update_without_checkpointing:.2f} without gradient checkpointing); +{verl_step_overhead_s:.0f} s/step, +{verl_save_s:.0f} s a save; LM head (verl's fused kernels) at {head_share_fwd:.1%} (fwd) and {head_share_train:.1%} (fwd/bwd) of peak (an H200's measured shares)",
+    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.1%} (an H200's measured 0.392 at 1.5B on the varlen route, by default an A100 40GB assumed 3.1x slower; the update x {update_without_checkpointing:.2f} without gradient checkpointing, measured); +{verl_step_overhead_s:.0f} s/step, +{verl_save_s:.0f} s a save; LM head (verl's fused kernels) at {head_share_fwd:.1%} (fwd) and {head_share_train:.1%} (fwd/bwd) of peak (an H200's measured shares)",
     "generate_checkpoint": "vLLM, 1 GPU, a checkpoint's benchmarks: {vllm_tps_1p5b:,.0f} tok/s at 1.5B (x 1.5B/N), >= max_new x {vllm_step_s:.3f} s, +{vllm_start_s:.0f} s start",
     "prompt_stats": "as generate_checkpoint (eval.engine vllm): k samples of every training prompt",
     "probe": "HF generate bf16 {hf_tps_1p5b:,.0f} tok/s at 1.5B; FP32 scoring + 4 x 256 fwd/bwd at {util_fp32:.0%} of 19.5 TFLOP/s",

@@ -23,6 +23,11 @@ with the first alone it starts. ``--debug``: vLLM's DEBUG log.
     python measurements/qwen2_eval.py --out /tmp/qwen2_eval --parallel-op-first --fork --debug --dump-after 60
     .venv-vllm/bin/python measurements/qwen2_eval.py --out /tmp/qwen2_eval --cpu --layers 1 --vocab 4096 \\
         --max-new-tokens 16 --samples 2 --problems 4     # the script itself on a CPU (vLLM's CPU build)
+
+On an AMD EPYC with AVX-512 (2026-11-28) the CPU command's engine starts and its worker dies in the first
+forward pass with glibc's heap-corruption abort (``malloc(): ... corrupted``), with a vocabulary of 4,096 or the
+full one, before and after this script's last change: vLLM 0.29.0's CPU kernels at this Qwen2 shape (head size
+128, 12 query and 2 key/value heads); the tiny Llama of the CPU rehearsal runs there. The H200 run passes.
 """
 
 from __future__ import annotations

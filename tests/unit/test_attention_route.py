@@ -12,7 +12,8 @@ from harness import REPO
 def test_the_attention_routes_script_runs_and_its_routes_agree(tmp_path):
     """`--cpu` (a reduced model in fp32, a pack of 4 sequences): every route timed forward and forward + backward
     with and without checkpointing, its figures written as it goes, and the launcher's route and one sequence at
-    a time give the dense-mask pack's log-probs to fp32 rounding."""
+    a time give the dense-mask pack's log-probs to fp32 rounding, and the fp32 reference's; the update in
+    one-sequence micro-batches timed on the launcher's route."""
     out = subprocess.run([sys.executable, str(REPO / "measurements" / "attention_route.py"), "--cpu", "--reps", "1",
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -22,4 +23,6 @@ def test_the_attention_routes_script_runs_and_its_routes_agree(tmp_path):
     for r in routes.values():
         assert all(r[k] > 0 for k in ("forward_s", "train_s_checkpointing", "train_s_no_checkpointing"))
         assert r["max_abs_logprob_diff_vs_sdpa_pack"] < 1e-4
+        assert r["max_abs_logprob_diff_vs_fp32"] < 1e-4  # fp32 already: the reference agrees with every route
+    assert routes["varlen"]["train_s_no_checkpointing_one_sequence_a_micro_batch"] > 0
     assert "varlen against sdpa_pack" in out.stdout

@@ -43,3 +43,21 @@ def test_the_papers_estimate_imports_neither_transformers_nor_verl():
             "assert jobs and not {'transformers', 'verl'} & set(sys.modules), sorted(sys.modules)[:50]")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_the_measured_share_is_the_steps_work_over_its_time():
+    """The training rate the estimate takes (``measured_share``): the H200 step's counted work without the LM
+    head over its time without the head's, by hand from Qwen2.5-Math-1.5B's published sizes."""
+    from gpu_time_estimate import MEASURED_STEP, Assumptions, measured_share
+
+    m = MEASURED_STEP
+    n, layers, width, head = 1_543_714_304, 28, 1536, 151_936 * 1536
+    tokens, ctx = 64 * (506 + 3072), 506 + 3072
+    forward = 2 * n + 4 * layers * width * ctx / 2  # a token's forward: matmuls and attention over half its sequence
+    work = tokens * forward * (1 + 1 + 3 * 0.780)  # old-policy pass, reference, update without recomputation
+    head_fwd, head_train = 2 * head * tokens * 2, 6 * head * tokens
+    head_s = (head_fwd / 0.145 + head_train / 0.186) / 790e12
+    share = (work - head_fwd - head_train) / ((3.681 + 3.379 + 20.201 - head_s) * 312e12)
+    assert measured_share(m) == pytest.approx(share, rel=1e-12)
+    assert Assumptions().mfu_train == pytest.approx(share / 3.1, rel=1e-12)
+    assert Assumptions().update_without_checkpointing == 0.780
