@@ -24,7 +24,7 @@ and for varlen the update in micro-batches of one sequence each (config/paper.ya
 the 1.5B models holds one ~3.5k-token sequence). The LM head's loss is left
 out of the timing (the same on every route; measurements/logprob_route.py times it).
 
-    python measurements/attention_route.py --out /tmp/attention_route              # a GPU: 4-5 minutes
+    python measurements/attention_route.py --out /tmp/attention_route              # an H200: about a minute
     .venv/bin/python measurements/attention_route.py --out /tmp/attention_route --cpu  # the script on a CPU
 """
 
