@@ -15,6 +15,8 @@ first line and each log's name the card and the versions that gave the figures.
   shape_untied   measurements/paper_shape_steps.py at DeepSeek-R1-Distill-Qwen-1.5B's shape (an untied head
                  on the fused route), --shape-args prompts and steps
   shape_tied     the same at Qwen2.5-Math-1.5B's shape (tied)
+  shape_tied_no_sync  shape_tied with FSDP2's gradient reduce once a step (not every micro-batch) and the layers
+                 kept gathered from the update's forward to its backward (verl's fsdp_config overrides)
   probe          measurements/probe_memory.py (the 1.5B shape)
   logprob        measurements/logprob_route.py
   qwen2_stall    measurements/qwen2_eval.py --parallel-op-first --fork --debug: the stalled evaluation's parent
@@ -77,6 +79,11 @@ def checks(shape_args: list[str], work: Path) -> dict[str, tuple[list[str] | Non
         "probe": ([PY, "measurements/probe_memory.py"], 100, 180),
         "logprob": ([PY, "measurements/logprob_route.py"], 30, 90),
         "shape_tied": (shape("qwen_math_1.5b", str(work / "shape_tied"), shape_args), 390, 600),
+        # the same with the update's gradients reduced once a step and its layers kept gathered from forward to
+        # backward (FSDP2's per-micro-batch work: the tied step's update ran at half its forward passes' rate)
+        "shape_tied_no_sync": (shape("qwen_math_1.5b", str(work / "shape_tied_no_sync"), shape_args + [
+            "--verl-override", "actor_rollout_ref.actor.fsdp_config.use_no_sync_for_gradient_accumulation=true",
+            "--verl-override", "actor_rollout_ref.actor.fsdp_config.reshard_after_forward=false"]), 390, 600),
         # one model folder for both (written once)
         "qwen2_stall": ([PY, "measurements/qwen2_eval.py", "--out", str(work / "qwen2"), "--problems", "16",
                          "--parallel-op-first", "--fork", "--debug", "--dump-after", "45"], 110, 130),

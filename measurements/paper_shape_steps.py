@@ -22,6 +22,8 @@ its first rollout (docs/verl.md, "What has run on a GPU").
 
     python measurements/paper_shape_steps.py --out /tmp/shape                       # a GPU: 16 prompts, 3 steps
     python measurements/paper_shape_steps.py --out /tmp/shape --prompts 64 --steps 2
+    python measurements/paper_shape_steps.py --out /tmp/shape --prompts 8 --steps 1 \\
+        --verl-override actor_rollout_ref.actor.fsdp_config.use_no_sync_for_gradient_accumulation=true
     python measurements/paper_shape_steps.py --out /tmp/shape --cpu --layers 1 --vocab 4096 \\
         --max-response-length 32 --prompt-tokens 40 --prompts 4 --steps 2   # the script itself, on a CPU
 """
@@ -174,6 +176,9 @@ def main(argv=None) -> None:
     ap.add_argument("--cpu", action="store_true",
                     help="vLLM's CPU build and config/gpu_smoke_cpu.yaml's verl settings (vicurl.cpu_rehearsal)")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds before the run is ended")
+    ap.add_argument("--verl-override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Hydra override of verl's config after the project's (verl.overrides), e.g. a setting "
+                         "tried for speed; repeatable")
     a = ap.parse_args(argv)
 
     cfg = load_config(a.config)
@@ -190,6 +195,7 @@ def main(argv=None) -> None:
         env.update(environment())
         cpu = yaml.safe_load((REPO / "config" / "gpu_smoke_cpu.yaml").read_text())["verl"]
         verl = {**verl, **cpu, "overrides": list(verl.get("overrides") or []) + cpu["overrides"]}
+    verl["overrides"] = list(verl.get("overrides") or []) + a.verl_override
 
     a.out.mkdir(parents=True, exist_ok=True)
     model_dir, train_set, work = a.out / "model", a.out / "train.parquet", a.out / "run"
