@@ -63,7 +63,7 @@ def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: d
     previous = _trap_signals(lambda signum, frame: held.append(signum))
     proc = subprocess.Popen(list(cmd), env=env, start_new_session=True)
     shared = processes.SharedMemoryNotes()  # vLLM's queues: Ray's shutdown SIGKILLs engines, which leaves them
-    stop_watching = shared.watch(lambda: [p.pid for p in session_processes(proc.pid)])
+    stop_watching = shared.watch(lambda: [p.pid for p in run_processes(proc)])  # the processes end_session ends
     try:
         _trap_signals(_raise_stop)
         if held:
@@ -164,22 +164,24 @@ def session_processes(sid: int):
     return out
 
 
+def run_processes(proc: subprocess.Popen) -> list:
+    """The processes of ``proc``'s session and of its process tree, ``proc`` included (psutil.Process)."""
+    import psutil
+
+    procs = {p.pid: p for p in session_processes(proc.pid)}
+    procs.update({p.pid: p for p in processes.children(proc.pid)})
+    try:
+        procs.setdefault(proc.pid, psutil.Process(proc.pid))
+    except psutil.NoSuchProcess:
+        pass
+    return list(procs.values())
+
+
 def end_session(proc: subprocess.Popen, grace: float, shared: processes.SharedMemoryNotes | None = None) -> int:
     """SIGTERM to every process of ``proc``'s session and of its process tree, SIGKILL to those left
     after ``grace`` seconds, the shared memory they left removed, with what ``shared`` noted while they ran
     (`vicurl.processes.end`); ``proc`` reaped. Returns how many processes there were."""
-    import psutil
-
-    def members():
-        procs = {p.pid: p for p in session_processes(proc.pid)}
-        procs.update({p.pid: p for p in processes.children(proc.pid)})
-        try:
-            procs.setdefault(proc.pid, psutil.Process(proc.pid))
-        except psutil.NoSuchProcess:
-            pass
-        return list(procs.values())
-
-    n = processes.end(members, grace, reap=proc.poll, notes=shared)
+    n = processes.end(lambda: run_processes(proc), grace, reap=proc.poll, notes=shared)
     try:
         proc.wait(timeout=3)  # SIGKILLed already: a moment, unless it is stuck in the kernel
     except subprocess.TimeoutExpired:
