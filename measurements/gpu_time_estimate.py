@@ -113,21 +113,20 @@ def arch_of(kind: str, kw: dict) -> Arch:
 
 # verl's step 1 at Qwen2.5-Math-1.5B's shape on one H200 (paper_shape_steps.py --prompts 8 --steps 1,
 # 2026-11-28; docs/verl.md, "What has run on a GPU"): 64 rows of 506 + 3,072 tokens, the old-policy pass
-# 3.681 s + the reference 3.379 s + the update 20.201 s (no gradient checkpointing); the update 0.780 of its
-# time with checkpointing (attention_route.py: 0.389 s against 0.499 s)
+# 3.681 s + the reference 3.379 s + the update 20.201 s (no gradient checkpointing)
 MEASURED_STEP = dict(hub_id="Qwen/Qwen2.5-Math-1.5B", rows=64, context=506 + 3072, seconds=3.681 + 3.379 + 20.201,
-                     update_without_checkpointing=0.780, peak=312e12, head_peak=790e12)
+                     peak=312e12, head_peak=790e12)
 
 
-def measured_share(m: dict) -> float:
+def measured_share(m: dict, A: "Assumptions") -> float:
     """The share of ``m["peak"]`` at which a measured step ran its old-policy pass, reference and update, by
-    ``plan``'s count (every row kept; the update counted at ``update_without_checkpointing`` of its work with
-    recomputation; the LM head's matmuls taken out at their own measured shares of ``head_peak``, Assumptions')."""
+    ``plan``'s count with ``A``'s figures (every row kept; the update counted at ``A.update_without_checkpointing``
+    of its work with recomputation; the LM head's matmuls taken out at A's measured shares of ``head_peak``)."""
     a = arch_of(*ARCHS[m["hub_id"]])
     rows_ctx = m["rows"] * m["context"]
-    flops = rows_ctx * (2 + 3 * m["update_without_checkpointing"]) * a.fwd_flops(m["context"] / 2)
+    flops = rows_ctx * (2 + 3 * A.update_without_checkpointing) * a.fwd_flops(m["context"] / 2)
     fwd_head, train_head = 2 * a.head * rows_ctx * 2, 6 * a.head * rows_ctx
-    head_s = (fwd_head / Assumptions.head_share_fwd + train_head / Assumptions.head_share_train) / m["head_peak"]
+    head_s = (fwd_head / A.head_share_fwd + train_head / A.head_share_train) / m["head_peak"]
     return (flops - fwd_head - train_head) / ((m["seconds"] - head_s) * m["peak"])
 
 
@@ -137,14 +136,17 @@ class Assumptions:
     fp32_peak: float = 19.5e12
     # verl's old-policy pass, reference and update on the launcher's route (varlen attention, forward passes on
     # 32,768-token micro-batches, the update on 6,144 without gradient checkpointing): the H200 step in
-    # MEASURED_STEP, 0.392 of an A100's bf16 peak by this file's count (measured_share). ASSUMED: the paper's
-    # A100 40GB takes 3.1 times the H200's time on these GEMM-bound passes (3.09, the ratio of the cards'
-    # memory bandwidths, 4.8 against 1.555 TB/s; 3.17, of their bf16 dense peaks, 989 against 312 TFLOP/s; an
-    # A100 80GB, 2.04 TB/s, would be about 2.35-2.5). The 7B's larger matmuls likely run at a higher share.
-    mfu_train: float = field(default_factory=lambda: measured_share(MEASURED_STEP) / 3.1)
+    # MEASURED_STEP, 0.392 of an A100's bf16 peak by this file's count (measured_share, from this instance's
+    # other figures unless given). ASSUMED: the paper's A100 40GB takes a100_factor times the H200's time on
+    # these GEMM-bound passes (3.09, the ratio of the cards' memory bandwidths, 4.8 against 1.555 TB/s; 3.17, of
+    # their bf16 dense peaks, 989 against 312 TFLOP/s; an A100 80GB, 2.04 TB/s, would be about 2.35-2.5). The
+    # 7B's larger matmuls likely run at a higher share.
+    mfu_train: float | None = None
+    a100_factor: float = 3.1
     # the update's time without gradient checkpointing against with it (config verl.gradient_checkpointing):
-    # measured on the H200, varlen route, a 16,384-token pack at the 1.5B shape (attention_route.py)
-    update_without_checkpointing: float = MEASURED_STEP["update_without_checkpointing"]
+    # measured on the H200, varlen route, a 16,384-token pack at the 1.5B shape (attention_route.py: 0.389 s
+    # against 0.499 s)
+    update_without_checkpointing: float = 0.780
     util_fp32: float = 0.6  # the probe's FP32 matmuls, one 3.5k-token sequence at a time
     vllm_tps_1p5b: float = 15000.0  # vLLM output tokens/s per A100, 1.5B model, large batch
     vllm_step_s: float = 0.025  # one decode step of a full batch (the longest sample's floor)
@@ -166,6 +168,10 @@ class Assumptions:
     probe_start_s: float = 60.0
     prompt_tokens: float = 200.0  # mean prompt length (template included)
     length_fraction: float = 1.0  # mean response length / max_new_tokens
+
+    def __post_init__(self):
+        if self.mfu_train is None:  # the measured step's share, converted to the A100
+            self.mfu_train = measured_share(MEASURED_STEP, self) / self.a100_factor
 
     def vllm_tps(self, a: Arch) -> float:
         return self.vllm_tps_1p5b * 1.54e9 / a.n_flop
@@ -348,7 +354,8 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
         # old log-probs (a forward of every row), then the reference log-probs (a forward) and the update
         # (forward + backward) of the rows the curriculum keeps (the others leave the batch: train.skip_dropped)
         share = kept_share(s, runs_lib.start_step(cfg, run))
-        # the update's 3 forwards' work takes 4 with gradient checkpointing, the measured rate's: counted as 3
+        # the update counted as 3 forwards' work with gradient checkpointing (it recomputes a fourth), as
+        # update_without_checkpointing of that without
         update = 1.0 if runs_lib.verl_settings(cfg, run.model).gradient_checkpointing else A.update_without_checkpointing
         train_flops = s["batch_size"] * s["group_size"] * ctx * (1 + share * (1 + 3 * update)) * a.fwd_flops(ctx / 2)
         rows_ctx = s["batch_size"] * s["group_size"] * ctx
@@ -483,8 +490,8 @@ def main(argv=None) -> None:
     ap.add_argument("--profile", type=Path, default=REPO / "slurm-a100" / "config.yaml")
     ap.add_argument("--no-measure", action="store_true", help="skip the CPU measurements")
     ap.add_argument("--threads", type=int, default=2)
-    for name, value in A.__dict__.items():
-        ap.add_argument("--" + name.replace("_", "-"), type=float, default=value)
+    for name, value in A.__dict__.items():  # --mfu-train unset: recomputed from the other figures given
+        ap.add_argument("--" + name.replace("_", "-"), type=float, default=None if name == "mfu_train" else value)
     args = ap.parse_args(argv)
     A = Assumptions(**{k: getattr(args, k) for k in A.__dict__})
     cpu = Cpu() if args.no_measure else measure_cpu(args.threads)

@@ -148,6 +148,7 @@ def main(argv=None) -> None:
         writer.join()
         if writer.exitcode != 0:
             sys.exit(f"writing the model failed ({writer.exitcode})")
+        shutil.rmtree(model_dir, ignore_errors=True)  # a folder an older run left without its config
         part.rename(model_dir)
     print(f"model written: {time.time() - t0:.0f} s", flush=True)
 

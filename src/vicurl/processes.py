@@ -26,12 +26,10 @@ SHM = "/dev/shm/"
 
 class SharedMemoryNotes:
     """The POSIX shared memory some processes mapped, noted while they run; ``remove`` unlinks what is left of
-    it once no process maps it, and any ``psm_*`` file of this user made since the notes began that no process
-    maps: a segment whose maker was killed between two notes (an engine stopped within seconds of its start)."""
+    it once no process maps it."""
 
     def __init__(self):
         self.files: set[int] = set()  # their inodes (`shared_memory_of`)
-        self.since = time.time()
         self._lock = threading.Lock()
 
     def note(self, pids) -> None:
@@ -64,7 +62,7 @@ class SharedMemoryNotes:
     def remove(self) -> list[str]:
         with self._lock:
             files = set(self.files)
-        return remove_shared_memory(files, made_since=self.since)
+        return remove_shared_memory(files)
 
 
 def end(members, grace: float, reap=None, notes: SharedMemoryNotes | None = None) -> int:
@@ -152,21 +150,18 @@ def shared_memory_of(pids) -> set[int]:
     return found
 
 
-def remove_shared_memory(files, made_since: float | None = None) -> list[str]:
+def remove_shared_memory(files) -> list[str]:
     """Unlink the files of /dev/shm whose inodes are among ``files`` (from `shared_memory_of`, noted while their
-    processes ran), and with ``made_since`` the ``psm_*`` files (Python's and so vLLM's shared memory) of this
-    user changed since then, that no process maps any more; returns the paths removed. Python makes each segment
-    readable by its user alone and maps it as it makes it: one no process of the user maps is nobody's."""
+    processes ran) and that no process maps any more; returns the paths removed."""
     files = set(files)
     left = {}
-    for name in os.listdir(SHM) if files or made_since is not None else ():
+    for name in os.listdir(SHM) if files else ():
         try:
-            st = os.stat(SHM + name, follow_symlinks=False)
+            inode = os.stat(SHM + name, follow_symlinks=False).st_ino
         except OSError:
             continue
-        if st.st_ino in files or (made_since is not None and name.startswith("psm_") and st.st_uid == os.getuid()
-                                  and st.st_ctime >= made_since):
-            left[SHM + name] = st.st_ino
+        if inode in files:
+            left[SHM + name] = inode
     if not left:
         return []
     in_use = shared_memory_of(int(d) for d in os.listdir("/proc") if d.isdigit())

@@ -38,10 +38,20 @@ def run(workdir: Path, *args: str, over: Path | None = None) -> subprocess.Compl
     return bounded(cmd + ([str(over)] if over else []), env=env, timeout=1500)  # the command ends in its config files
 
 
+def maps_queue(pid: int) -> bool:
+    """Whether process ``pid`` maps a vLLM message queue (POSIX shared memory, /dev/shm/psm_*)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return any("/dev/shm/psm_" in line for line in f)
+    except OSError:
+        return False
+
+
 def ctrl_c_while_vllm_serves_verl(workdir: Path) -> tuple[int, dict[int, str]]:
     """`make rehearse`'s command in ``workdir``, in a process group of its own as a terminal's foreground
     job, interrupted as Ctrl-C does (SIGINT to the group: Snakemake and its jobs) once the train job's vLLM
-    engine runs. Returns Snakemake's exit code and every process it had then (pid: title)."""
+    engine runs (its message queue made, and noted by the job). Returns Snakemake's exit code and every process
+    it had then (pid: title)."""
     cmd, env = command("cpu", workdir, ["all", "--cores", "2"])
     with open(workdir / "interrupted.log", "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -50,7 +60,10 @@ def ctrl_c_while_vllm_serves_verl(workdir: Path) -> tuple[int, dict[int, str]]:
         while True:
             assert proc.poll() is None and time.time() < deadline, (workdir / "interrupted.log").read_text()[-4000:]
             loops = [p for p in psutil.Process(proc.pid).children(recursive=True) if "vicurl.engines.verl.fit" in cmdline(p)]
-            if any(title(p).startswith("VLLM::EngineCore") for loop in loops for p in loop.children(recursive=True)):
+            engines = [p.pid for loop in loops for p in loop.children(recursive=True)
+                       if title(p).startswith("VLLM::EngineCore")]
+            if any(maps_queue(pid) for pid in engines):  # its message queue made: the job's notes see it within 2 s
+                time.sleep(3)
                 break
             time.sleep(1)
         tree = {p.pid: title(p) for p in psutil.Process(proc.pid).children(recursive=True)}

@@ -47,17 +47,22 @@ def test_the_papers_estimate_imports_neither_transformers_nor_verl():
 
 def test_the_measured_share_is_the_steps_work_over_its_time():
     """The training rate the estimate takes (``measured_share``): the H200 step's counted work without the LM
-    head over its time without the head's, by hand from Qwen2.5-Math-1.5B's published sizes."""
+    head over its time without the head's, by hand from Qwen2.5-Math-1.5B's published sizes; recomputed from the
+    figures given (an update factor, the A100 conversion), so that the plan's count of the measured step gives
+    back its measured time whatever they are."""
     from gpu_time_estimate import MEASURED_STEP, Assumptions, measured_share
 
-    m = MEASURED_STEP
     n, layers, width, head = 1_543_714_304, 28, 1536, 151_936 * 1536
-    tokens, ctx = 64 * (506 + 3072), 506 + 3072
+    tokens, ctx, seconds = 64 * (506 + 3072), 506 + 3072, 3.681 + 3.379 + 20.201
     forward = 2 * n + 4 * layers * width * ctx / 2  # a token's forward: matmuls and attention over half its sequence
-    work = tokens * forward * (1 + 1 + 3 * 0.780)  # old-policy pass, reference, update without recomputation
-    head_fwd, head_train = 2 * head * tokens * 2, 6 * head * tokens
+    head_fwd, head_train = 2 * head * tokens * 2, 6 * head * tokens  # old-policy pass and reference; update
     head_s = (head_fwd / 0.145 + head_train / 0.186) / 790e12
-    share = (work - head_fwd - head_train) / ((3.681 + 3.379 + 20.201 - head_s) * 312e12)
-    assert measured_share(m) == pytest.approx(share, rel=1e-12)
+    share = (tokens * forward * (2 + 3 * 0.780) - head_fwd - head_train) / ((seconds - head_s) * 312e12)
+    assert measured_share(MEASURED_STEP, Assumptions()) == pytest.approx(share, rel=1e-12)
     assert Assumptions().mfu_train == pytest.approx(share / 3.1, rel=1e-12)
-    assert Assumptions().update_without_checkpointing == 0.780
+    for update, factor in ((0.780, 3.1), (1.0, 3.1), (0.6, 2.0)):
+        A = Assumptions(update_without_checkpointing=update, a100_factor=factor)
+        work = tokens * forward * (2 + 3 * update)  # as plan() counts a step of every row kept
+        h200 = (work - head_fwd - head_train) / (A.mfu_train * factor * 312e12) + head_s
+        assert h200 == pytest.approx(seconds, rel=1e-12)
+    assert Assumptions(mfu_train=0.2).mfu_train == 0.2  # given: taken as it is
