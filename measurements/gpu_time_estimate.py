@@ -115,11 +115,11 @@ def arch_of(kind: str, kw: dict) -> Arch:
 # 2026-11-28; docs/verl.md, "What has run on a GPU"): 64 rows of 506 + 3,072 tokens, the old-policy pass
 # 3.681 s + the reference 3.379 s + the update 20.201 s (no gradient checkpointing)
 MEASURED_STEP = dict(hub_id="Qwen/Qwen2.5-Math-1.5B", rows=64, context=506 + 3072, seconds=3.681 + 3.379 + 20.201,
-                     peak=312e12, head_peak=790e12)
+                     head_peak=790e12)
 
 
 def measured_share(m: dict, A: "Assumptions") -> float:
-    """The share of ``m["peak"]`` at which a measured step ran its old-policy pass, reference and update, by
+    """The share of ``A.bf16_peak`` (the A100's) at which a measured step ran its old-policy pass, reference and update, by
     ``plan``'s count with ``A``'s figures (every row kept; the update counted at ``A.update_without_checkpointing``
     of its work with recomputation; the LM head's matmuls taken out at A's measured shares of ``head_peak``)."""
     a = arch_of(*ARCHS[m["hub_id"]])
@@ -127,7 +127,7 @@ def measured_share(m: dict, A: "Assumptions") -> float:
     flops = rows_ctx * (2 + 3 * A.update_without_checkpointing) * a.fwd_flops(m["context"] / 2)
     fwd_head, train_head = 2 * a.head * rows_ctx * 2, 6 * a.head * rows_ctx
     head_s = (fwd_head / A.head_share_fwd + train_head / A.head_share_train) / m["head_peak"]
-    return (flops - fwd_head - train_head) / ((m["seconds"] - head_s) * m["peak"])
+    return (flops - fwd_head - train_head) / ((m["seconds"] - head_s) * A.bf16_peak)
 
 
 @dataclass
@@ -430,7 +430,7 @@ def plan(cfg: dict, profile: dict, A: Assumptions, cpu: Cpu) -> tuple[list[Job],
 
 
 NOTES = {
-    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.1%} (an H200's measured 0.392 at 1.5B on the varlen route, by default an A100 40GB assumed 3.1x slower; the update x {update_without_checkpointing:.2f} without gradient checkpointing, measured); +{verl_step_overhead_s:.0f} s/step, +{verl_save_s:.0f} s a save; LM head (verl's fused kernels) at {head_share_fwd:.1%} (fwd) and {head_share_train:.1%} (fwd/bwd) of peak (an H200's measured shares)",
+    "train": "verl, 8 GPUs: vLLM rollouts + fwd (old) + fwd (ref) and fwd/bwd of the kept rows in bf16 at MFU {mfu_train:.1%} (an H200's measured {h200_share:.3f} at 1.5B on the varlen route, an A100 40GB assumed {a100_factor:g}x slower; the update x {update_without_checkpointing:.2f} without gradient checkpointing, measured); +{verl_step_overhead_s:.0f} s/step, +{verl_save_s:.0f} s a save; LM head (verl's fused kernels) at {head_share_fwd:.1%} (fwd) and {head_share_train:.1%} (fwd/bwd) of peak (an H200's measured shares)",
     "generate_checkpoint": "vLLM, 1 GPU, a checkpoint's benchmarks: {vllm_tps_1p5b:,.0f} tok/s at 1.5B (x 1.5B/N), >= max_new x {vllm_step_s:.3f} s, +{vllm_start_s:.0f} s start",
     "prompt_stats": "as generate_checkpoint (eval.engine vllm): k samples of every training prompt",
     "probe": "HF generate bf16 {hf_tps_1p5b:,.0f} tok/s at 1.5B; FP32 scoring + 4 x 256 fwd/bwd at {util_fp32:.0%} of 19.5 TFLOP/s",
@@ -477,7 +477,7 @@ def table(jobs: list[Job], A: Assumptions) -> list[str]:
     lines.append("runtime h: the SLURM profile's runtime at attempt 1 (! = some job's estimate exceeds it).")
     lines.append("Assumptions per rule:")
     for rule in order:
-        lines.append(f"  {rule:<20}" + NOTES[rule].format(**A.__dict__))
+        lines.append(f"  {rule:<20}" + NOTES[rule].format(**A.__dict__, h200_share=A.mfu_train * A.a100_factor))
     lines.append(f"  all          responses at {A.length_fraction:.0%} of max_new_tokens (an upper bound; time scales with it),"
                  f" prompts {A.prompt_tokens:.0f} tokens")
     return lines
