@@ -12,11 +12,17 @@ first line and each log's name the card and the versions that gave the figures.
                  again, which resumes from that save and finishes the DAG; the run's metrics, logs and table
                  are copied to OUTDIR/smoke/
   smoke_whole    the same DAG in one go, without the interruption (about 4 minutes less)
+  smoke_train    the same DAG up to the train job's end (data, training, the exports; about 6 minutes): with
+                 smoke_whole after it (the evaluations and the table, about 5), the whole DAG in two sessions
+                 shorter than it
   shape_untied   measurements/paper_shape_steps.py at DeepSeek-R1-Distill-Qwen-1.5B's shape (an untied head
                  on the fused route), --shape-args prompts and steps
   shape_tied     the same at Qwen2.5-Math-1.5B's shape (tied)
   shape_tied_no_sync  shape_tied with FSDP2's gradient reduce once a step (not every micro-batch) and the layers
                  kept gathered from the update's forward to its backward (verl's fsdp_config overrides)
+  shape_tied_profile  shape_tied with its step traced by torch's profiler (verl's own), then where the time of
+                 the old-policy pass, the reference and the update went: the GPU's busy share, its kernels, the
+                 host's waits (measurements/trace_summary.py)
   probe          measurements/probe_memory.py (the 1.5B shape)
   logprob        measurements/logprob_route.py
   qwen2_stall    measurements/qwen2_eval.py --parallel-op-first --fork --debug: the stalled evaluation's parent
@@ -74,7 +80,8 @@ def checks(shape_args: list[str], work: Path) -> dict[str, tuple[list[str] | Non
     the most it may take)."""
     return {
         "smoke": (None, 600, 900),
-        "smoke_whole": (None, 600, 900),
+        "smoke_whole": (None, 240, 900),  # 240: enough for what smoke_train leaves
+        "smoke_train": (None, 300, 600),
         "shape_untied": (shape("r1_distill_1.5b", str(work / "shape_untied"), shape_args), 390, 600),
         "probe": ([PY, "measurements/probe_memory.py"], 100, 180),
         "logprob": ([PY, "measurements/logprob_route.py"], 30, 90),
@@ -84,6 +91,8 @@ def checks(shape_args: list[str], work: Path) -> dict[str, tuple[list[str] | Non
         "shape_tied_no_sync": (shape("qwen_math_1.5b", str(work / "shape_tied_no_sync"), shape_args + [
             "--verl-override", "actor_rollout_ref.actor.fsdp_config.use_no_sync_for_gradient_accumulation=true",
             "--verl-override", "actor_rollout_ref.actor.fsdp_config.reshard_after_forward=false"]), 390, 600),
+        "shape_tied_profile": (shape("qwen_math_1.5b", str(work / "shape_tied_profile"),
+                                     shape_args + ["--profile-step", "1"]), 420, 600),
         # one model folder for both (written once)
         "qwen2_stall": ([PY, "measurements/qwen2_eval.py", "--out", str(work / "qwen2"), "--problems", "16",
                          "--parallel-op-first", "--fork", "--debug", "--dump-after", "45"], 110, 130),
@@ -129,10 +138,13 @@ def train_job(pid: int):
     return None
 
 
-def smoke(log, deadline: float, out: Path, device: str = "gpu", interrupt: bool = True) -> int:
+def smoke(log, deadline: float, out: Path, device: str = "gpu", interrupt: bool = True, train_only: bool = False) -> int:
     """The smoke DAG, interrupted once verl has saved step 2 (``interrupt``), then resumed to its end
-    (``device`` cpu: the CPU rehearsal, a check of this driver)."""
-    results, cmd = RESULTS[device], [PY, "-m", "vicurl.rehearsal", device, "all", "--cores", "all"]
+    (``device`` cpu: the CPU rehearsal, a check of this driver); ``train_only``: up to the train job's end
+    (a later run of the DAG does the rest: what is done is not done again)."""
+    results = RESULTS[device]
+    target = str((results / RUN / "metrics.jsonl").relative_to(REPO)) if train_only else "all"
+    cmd = [PY, "-m", "vicurl.rehearsal", device, target, "--cores", "all"]
     saved = results / RUN / "_work" / "verl_checkpoints" / "latest_checkpointed_iteration.txt"
     proc = start(cmd, log)
     t0 = time.time()
@@ -202,7 +214,8 @@ def main(argv=None) -> None:
             with open(a.outdir / f"{name}.log", "w") as log:
                 log.write(f"{card}\n")
                 if cmd is None:
-                    rc = smoke(log, deadline, a.outdir / "smoke", a.device, interrupt=name == "smoke")
+                    rc = smoke(log, deadline, a.outdir / "smoke", a.device, interrupt=name == "smoke",
+                               train_only=name == "smoke_train")
                 else:
                     rc = finish(start(cmd, log), deadline)
             if name.startswith("shape_"):

@@ -24,6 +24,7 @@ its first rollout (docs/verl.md, "What has run on a GPU").
     python measurements/paper_shape_steps.py --out /tmp/shape --prompts 64 --steps 2
     python measurements/paper_shape_steps.py --out /tmp/shape --prompts 8 --steps 1 \\
         --verl-override actor_rollout_ref.actor.fsdp_config.use_no_sync_for_gradient_accumulation=true
+    python measurements/paper_shape_steps.py --out /tmp/shape --prompts 8 --steps 1 --profile-step 1  # traced
     python measurements/paper_shape_steps.py --out /tmp/shape --cpu --layers 1 --vocab 4096 \\
         --max-response-length 32 --prompt-tokens 40 --prompts 4 --steps 2   # the script itself, on a CPU
 """
@@ -157,6 +158,19 @@ def verl_rows(path: Path) -> list[dict]:
     return rows
 
 
+def profiling(step: int | None, folder: Path, cpu: bool) -> list[str]:
+    """verl's overrides that trace ``step``'s actor and reference passes with torch's profiler, a trace a stage
+    (``discrete``: the old-policy pass, the reference, the update apart), the GPU's kernels included; not the
+    rollout."""
+    if not step:
+        return []
+    tool = "actor_rollout_ref.actor.profiler.tool_config.torch"
+    return ["global_profiler.tool=torch", f"global_profiler.steps=[{step}]", f"global_profiler.save_path={folder}",
+            "actor_rollout_ref.actor.profiler.enable=true", f"{tool}.discrete=true",
+            f"{tool}.contents=[{'cpu' if cpu else 'cpu,cuda'}]",
+            "actor_rollout_ref.rollout.profiler.enable=false"]  # it follows the actor's: vLLM's decoding, traced, is large
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -179,6 +193,9 @@ def main(argv=None) -> None:
     ap.add_argument("--verl-override", action="append", default=[], metavar="KEY=VALUE",
                     help="a Hydra override of verl's config after the project's (verl.overrides), e.g. a setting "
                          "tried for speed; repeatable")
+    ap.add_argument("--profile-step", type=int, metavar="N",
+                    help="trace step N's actor passes with torch's profiler (verl's own, a file a stage under "
+                         "<out>/run/profile) and print where their time went (trace_summary.py)")
     a = ap.parse_args(argv)
 
     cfg = load_config(a.config)
@@ -195,7 +212,8 @@ def main(argv=None) -> None:
         env.update(environment())
         cpu = yaml.safe_load((REPO / "config" / "gpu_smoke_cpu.yaml").read_text())["verl"]
         verl = {**verl, **cpu, "overrides": list(verl.get("overrides") or []) + cpu["overrides"]}
-    verl["overrides"] = list(verl.get("overrides") or []) + a.verl_override
+    verl["overrides"] = list(verl.get("overrides") or []) + profiling(a.profile_step, a.out / "run" / "profile",
+                                                                      a.cpu) + a.verl_override
 
     a.out.mkdir(parents=True, exist_ok=True)
     model_dir, train_set, work = a.out / "model", a.out / "train.parquet", a.out / "run"
@@ -242,6 +260,14 @@ def main(argv=None) -> None:
                                    for r in rows))
     if gpu.peak:
         print(f"peak GPU memory in use (all processes): {gpu.peak / 2**30:.1f} GiB")
+    if a.profile_step:
+        from trace_summary import load, report, summarize
+
+        traces = sorted((work / "profile").rglob("*.json*"))
+        if not traces:
+            sys.exit(f"step {a.profile_step} was to be traced, and verl wrote no trace under {work / 'profile'}")
+        for path in traces:
+            print(report(path.relative_to(work), summarize(load(path))), flush=True)
     print(f"the run: {work}")
 
 
