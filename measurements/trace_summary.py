@@ -19,10 +19,9 @@ from collections import defaultdict
 from pathlib import Path
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-# the host waits for the GPU: the runtime's synchronising calls, and torch's reads of a GPU scalar (.item(),
-# a tensor's truth value), each a wait before the host can go on
+# the host waits for the GPU: the runtime's synchronising calls (a GPU scalar read by .item() or a tensor's truth
+# value is a copy, then cudaStreamSynchronize; the same read of a CPU tensor waits for nothing)
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
-SCALAR_READ = "aten::_local_scalar_dense"
 
 
 def load(path: str | Path) -> list[dict]:
@@ -62,8 +61,7 @@ def summarize(events: list[dict], top: int = 15) -> dict:
     start = min(e["ts"] for e in events)
     span = max(e["ts"] + e["dur"] for e in events) - start
     gpu = [e for e in events if e.get("cat") in GPU_CATS]
-    syncs = [e for e in events if (e.get("cat") == "cuda_runtime" and e["name"] in SYNC_CALLS)
-             or (gpu and e.get("cat") == "cpu_op" and e["name"] == SCALAR_READ)]
+    syncs = [e for e in events if e.get("cat") == "cuda_runtime" and e["name"] in SYNC_CALLS]
     busy = union_length((e["ts"], e["ts"] + e["dur"]) for e in gpu)
     return {
         "span_us": span,
