@@ -28,6 +28,10 @@ On an AMD EPYC with AVX-512 (2026-11-28) the CPU command's engine starts and its
 forward pass with glibc's heap-corruption abort (``malloc(): ... corrupted``), with a vocabulary of 4,096 or the
 full one, before and after this script's last change: vLLM 0.29.0's CPU kernels at this Qwen2 shape (head size
 128, 12 query and 2 key/value heads); the tiny Llama of the CPU rehearsal runs there. The H200 run passes.
+On an Intel Xeon with AMX (2026-11-29) the same command's worker dies in its first prefill too (a segfault in a
+bias's copy inside addmm, or glibc's ``corrupted size vs. prev_size``), and with prefix caching off it once hung
+there until vLLM's execute timeout: vLLM's CPU kernels again (vLLM issue 46131 reports segfaults of the CPU
+build with grouped-query models since 0.23).
 """
 
 from __future__ import annotations

@@ -124,6 +124,30 @@ def children(pid: int | None = None) -> list:
         return []
 
 
+class Descendants:
+    """This process's descendants, noted as they come (``note``, called now and then while they run), so that
+    those still running at the end are found (``running``), orphans included: a process whose parent exited
+    belongs to init's tree, not to this one's (a vLLM worker hung in a kernel, left when its engine core was
+    ended, keeps its GPU memory and its message queues). psutil.Process objects: a reused pid is not taken for
+    one of them."""
+
+    def __init__(self):
+        self._seen: set = set()
+        self._lock = threading.Lock()
+
+    def note(self) -> list[int]:
+        """Note the descendants there are now; returns the pids of those noted that still run."""
+        found = children()
+        with self._lock:
+            self._seen.update(found)
+        return [p.pid for p in self.running()]
+
+    def running(self) -> list:
+        with self._lock:
+            seen = list(self._seen)
+        return [p for p in seen if _running(p)]
+
+
 def _running(p) -> bool:
     import psutil
 

@@ -147,9 +147,10 @@ _prepared: dict[str, str] = {}  # what ``prepare`` set in this process
 
 def prepare() -> None:
     """Sets ``environment()``, a ``private_temp()`` (this process's temp folder from now on, and its children's)
-    and ``short_sockets()`` in this process, before it starts a vLLM engine; the folder and the link are
-    removed when the process exits (after vLLM's own exit handlers, registered later) or is stopped by SIGTERM
-    or SIGHUP (``stop_cleanly``). Called again while they are in place, it does nothing."""
+    and ``short_sockets()`` in this process, before it starts a vLLM engine; when the process exits (after
+    vLLM's own exit handlers, registered later) or is stopped by SIGTERM or SIGHUP (``stop_cleanly``), its
+    descendants still running are ended (orphans included), and the shared memory they left, the folder and
+    the link removed. Called again while they are in place, it does nothing."""
     import atexit
 
     from vicurl import processes
@@ -159,10 +160,12 @@ def prepare() -> None:
     set_now = environment()
     os.environ.update(set_now)
     stack = contextlib.ExitStack()
-    # vLLM's message queues in /dev/shm: its shutdown SIGKILLs the engine core, which can leave them
-    shared = processes.SharedMemoryNotes()
+    # vLLM's message queues in /dev/shm: its shutdown SIGKILLs the engine core, which can leave them; and a
+    # process of vLLM's that outlives its shutdown (a worker hung in a kernel ignores SIGTERM) is ended here
+    shared, kin = processes.SharedMemoryNotes(), processes.Descendants()
     stack.callback(shared.remove)
-    stack.callback(shared.watch(lambda: [p.pid for p in processes.children()]))  # stops watching, first
+    stack.callback(lambda: processes.end(kin.running, grace=5, notes=shared))
+    stack.callback(shared.watch(kin.note))  # stops watching, first
     temp = stack.enter_context(private_temp())
     os.environ.update(temp)
     tempfile.tempdir = os.environ["TMPDIR"]  # gettempdir() keeps the folder it found first

@@ -175,6 +175,57 @@ def test_a_stopped_job_leaves_neither_its_temp_folder_nor_its_childrens_shared_m
     assert not os.path.exists(f"/dev/shm/{made['shm']}") and list(tmp_path.iterdir()) == []
 
 
+# a job whose engine core exited and left a worker behind, hung where SIGTERM cannot reach it, holding shared
+# memory (vLLM's worker in a kernel that never returns, as an evaluation ends with EngineDeadError)
+ORPHAN_JOB = r"""
+import json, subprocess, sys, time
+from vicurl import vllm_env
+vllm_env.prepare()
+core = subprocess.Popen([sys.executable, "-c",
+    "import subprocess, sys, time\n"
+    "worker = subprocess.Popen([sys.executable, '-c', "
+    "'import signal, time\\n'"
+    "'signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n'"
+    "'from multiprocessing import shared_memory\\n'"
+    "'shm = shared_memory.SharedMemory(create=True, size=1 << 20)\\n'"
+    "'print(shm.name, flush=True)\\n'"
+    "'time.sleep(600)'], stdout=subprocess.PIPE, text=True)\n"
+    "print(worker.pid, worker.stdout.readline().strip(), flush=True)\n"
+    "time.sleep(3)"], stdout=subprocess.PIPE, text=True)  # the job notes its descendants every 2 s
+worker, shm = core.stdout.readline().split()
+core.wait()  # the worker is an orphan now: init's child, outside this process's tree
+print(json.dumps({"worker": int(worker), "shm": shm}), flush=True)
+"""
+
+
+def test_a_job_that_ends_ends_what_its_engine_left_running(tmp_path):
+    """A process that prepared vLLM's environment exits (normally, or on an error such as EngineDeadError) while
+    a process it started outlives vLLM's shutdown, orphaned and deaf to SIGTERM (a worker hung in a kernel: on a
+    GPU it would keep its memory from the node's next job): the job ends it on its way out and removes the shared
+    memory it held."""
+    import psutil
+
+    log = tmp_path.with_name(tmp_path.name + ".stderr")  # not a pipe: the orphan holds the job's stderr
+    with open(log, "w") as err:
+        job = subprocess.run([sys.executable, "-c", ORPHAN_JOB], env={**os.environ, "TMPDIR": str(tmp_path)},
+                             stdout=subprocess.PIPE, stderr=err, text=True, timeout=120)
+    assert job.returncode == 0, log.read_text()[-3000:]
+    made = json.loads(job.stdout.splitlines()[-1])
+    try:
+        deadline = time.time() + 20  # the job waited for it at its exit; a zombie reaped by init meanwhile
+        while psutil.pid_exists(made["worker"]) and time.time() < deadline:
+            if psutil.Process(made["worker"]).status() == psutil.STATUS_ZOMBIE:
+                break
+            time.sleep(0.2)
+        assert not psutil.pid_exists(made["worker"]) or psutil.Process(made["worker"]).status() == psutil.STATUS_ZOMBIE
+        assert not os.path.exists(f"/dev/shm/{made['shm']}")
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        if psutil.pid_exists(made["worker"]):
+            psutil.Process(made["worker"]).kill()
+        Path(f"/dev/shm/{made['shm']}").unlink(missing_ok=True)
+
+
 OWN_SEMAPHORES_JOB = r"""
 import json, multiprocessing as mp, time
 from vicurl import vllm_env
