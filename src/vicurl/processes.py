@@ -143,9 +143,9 @@ class Descendants:
         return [p.pid for p in self.running()]
 
     def running(self) -> list:
-        with self._lock:
-            seen = list(self._seen)
-        return [p for p in seen if _running(p)]
+        with self._lock:  # those gone are forgotten: the set stays as small as what runs
+            self._seen = {p for p in self._seen if _running(p)}
+            return list(self._seen)
 
 
 def _running(p) -> bool:
