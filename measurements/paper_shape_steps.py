@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -212,8 +213,8 @@ def main(argv=None) -> None:
         env.update(environment())
         cpu = yaml.safe_load((REPO / "config" / "gpu_smoke_cpu.yaml").read_text())["verl"]
         verl = {**verl, **cpu, "overrides": list(verl.get("overrides") or []) + cpu["overrides"]}
-    verl["overrides"] = list(verl.get("overrides") or []) + profiling(a.profile_step, a.out / "run" / "profile",
-                                                                      a.cpu) + a.verl_override
+    traces = (a.out / "run" / "profile").resolve()  # absolute: verl's workers run in folders of their own
+    verl["overrides"] = list(verl.get("overrides") or []) + profiling(a.profile_step, traces, a.cpu) + a.verl_override
 
     a.out.mkdir(parents=True, exist_ok=True)
     model_dir, train_set, work = a.out / "model", a.out / "train.parquet", a.out / "run"
@@ -222,7 +223,8 @@ def main(argv=None) -> None:
         write_model(model_dir, hub_id, a.layers, a.vocab)
     vocab = a.vocab or ARCHS[hub_id][1]["vocab_size"]
     write_train_set(train_set, model_dir, 2 * a.prompts * a.steps, a.prompt_tokens)
-    work.mkdir(exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)  # a run left here would be resumed, and its figures reported again
+    work.mkdir()
     (work / "settings.json").write_text(json.dumps(settings))
     (work / "verl.json").write_text(json.dumps(verl))
     cmd = [sys.executable, "-m", "vicurl.engines.verl.launch", "--settings", str(work / "settings.json"),
@@ -263,11 +265,11 @@ def main(argv=None) -> None:
     if a.profile_step:
         from trace_summary import load, report, summarize
 
-        traces = sorted((work / "profile").rglob("*.json*"))
-        if not traces:
-            sys.exit(f"step {a.profile_step} was to be traced, and verl wrote no trace under {work / 'profile'}")
-        for path in traces:
-            print(report(path.relative_to(work), summarize(load(path))), flush=True)
+        files = sorted(traces.rglob("*.json*"))
+        if not files:
+            sys.exit(f"step {a.profile_step} was to be traced, and verl wrote no trace under {traces}")
+        for path in files:
+            print(report(path.relative_to(traces.parent), summarize(load(path))), flush=True)
     print(f"the run: {work}")
 
 

@@ -3,7 +3,7 @@
     python measurements/trace_summary.py TRACE.json[.gz] [...] [--top 15]
 
 For a chrome trace as torch.profiler writes it (verl's torch profiler: `global_profiler.tool=torch`, a
-file per stage and rank): its span (first event to last), the time the GPU ran something (the union of its
+file per stage, rank 0's unless told): its span (first event to last), the time the GPU ran something (the union of its
 kernels, copies and fills, so that overlapping streams count once) and the rest, idle; the kernels by total
 time; the host's synchronising calls (the CUDA runtime's synchronize and blocking copies), whose count tells
 how often the host waits on the GPU; the named regions (verl's stage marks, `record_function`) by total time.

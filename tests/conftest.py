@@ -69,13 +69,14 @@ def _as_found():
 
     env, tempdir = dict(os.environ), tempfile.tempdir
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    prepared, cleanups = dict(vllm_env._prepared), len(vllm_env._cleanups)
+    prepared, cleanups, kin = dict(vllm_env._prepared), len(vllm_env._cleanups), len(vllm_env._kin)
     yield
     try:
         for cleanup in reversed(vllm_env._cleanups[cleanups:]):
             cleanup()
     finally:  # a cleanup that failed leaves the rest restored still
         del vllm_env._cleanups[cleanups:]
+        del vllm_env._kin[kin:]
         vllm_env._prepared.clear()
         vllm_env._prepared.update(prepared)
         for sig, handler in handlers.items():

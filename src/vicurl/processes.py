@@ -30,7 +30,7 @@ class SharedMemoryNotes:
 
     def __init__(self):
         self.files: set[int] = set()  # their inodes (`shared_memory_of`)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a stop signal's handler may note while its thread holds it
 
     def note(self, pids) -> None:
         found = shared_memory_of(pids)
@@ -125,26 +125,25 @@ def children(pid: int | None = None) -> list:
 
 
 class Descendants:
-    """This process's descendants, noted as they come (``note``, called now and then while they run), so that
-    those still running at the end are found (``running``), orphans included: a process whose parent exited
-    belongs to init's tree, not to this one's (a vLLM worker hung in a kernel, left when its engine core was
-    ended, keeps its GPU memory and its message queues). psutil.Process objects: a reused pid is not taken for
-    one of them."""
+    """The descendants this process starts from now on, noted as they come (``note``, called now and then while
+    they run and once more at the end), so that those still running at the end are found, orphans included: a
+    process whose parent exited belongs to init's tree, not to this one's (a vLLM worker hung in a kernel, left
+    when its engine core was ended, keeps its GPU memory and its message queues). Processes this one had
+    started before are not its business (a grading pool, another engine's). psutil.Process objects: a reused pid
+    is not taken for one of them."""
 
     def __init__(self):
+        # by identity, not by start time: psutil's start times count from a boot time rounded to the second
+        self._before = set(children())
         self._seen: set = set()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a stop signal's handler may note while its thread holds it
 
-    def note(self) -> list[int]:
-        """Note the descendants there are now; returns the pids of those noted that still run."""
-        found = children()
+    def note(self) -> list:
+        """Note the descendants started since and running now; returns every one noted that still runs
+        (psutil.Process); those gone are forgotten, so that the notes stay as small as what runs."""
+        found = [p for p in children() if p not in self._before]
         with self._lock:
-            self._seen.update(found)
-        return [p.pid for p in self.running()]
-
-    def running(self) -> list:
-        with self._lock:  # those gone are forgotten: the set stays as small as what runs
-            self._seen = {p for p in self._seen if _running(p)}
+            self._seen = {p for p in self._seen.union(found) if _running(p)}
             return list(self._seen)
 
 

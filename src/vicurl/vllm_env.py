@@ -149,8 +149,8 @@ def prepare() -> None:
     """Sets ``environment()``, a ``private_temp()`` (this process's temp folder from now on, and its children's)
     and ``short_sockets()`` in this process, before it starts a vLLM engine; when the process exits (after
     vLLM's own exit handlers, registered later) or is stopped by SIGTERM or SIGHUP (``stop_cleanly``), its
-    descendants still running are ended (orphans included), and the shared memory they left, the folder and
-    the link removed. Called again while they are in place, it does nothing."""
+    descendants started since and still running are ended (orphans included), and the shared memory they left,
+    the folder and the link removed. Called again while they are in place, it does nothing."""
     import atexit
 
     from vicurl import processes
@@ -159,30 +159,34 @@ def prepare() -> None:
         return
     set_now = environment()
     os.environ.update(set_now)
-    stack = contextlib.ExitStack()
-    # vLLM's message queues in /dev/shm: its shutdown SIGKILLs the engine core, which can leave them; and a
-    # process of vLLM's that outlives its shutdown (a worker hung in a kernel ignores SIGTERM) is ended here
-    shared, kin = processes.SharedMemoryNotes(), processes.Descendants()
-    stack.callback(shared.remove)
-    stack.callback(lambda: processes.end(kin.running, grace=5, notes=shared))
-    stack.callback(shared.watch(kin.note))  # stops watching, first
+    stack = contextlib.ExitStack()  # closed newest first: the processes ended, then their files removed
     temp = stack.enter_context(private_temp())
     os.environ.update(temp)
     tempfile.tempdir = os.environ["TMPDIR"]  # gettempdir() keeps the folder it found first
     sockets = stack.enter_context(short_sockets())
     os.environ.update(sockets)
-    atexit.register(stack.close)
+    # vLLM's message queues in /dev/shm: its shutdown SIGKILLs the engine core, which can leave them; and a
+    # process of vLLM's that outlives its shutdown (a worker hung in a kernel ignores SIGTERM) is ended here
+    shared, kin = processes.SharedMemoryNotes(), processes.Descendants()
+    _kin.append(kin)
+    stack.callback(shared.remove)
+    stack.callback(processes.end, kin.note, grace=5, notes=shared)
+    stack.callback(shared.watch(lambda: [p.pid for p in kin.note()]))  # stops watching, first
+    owner = os.getpid()
+    atexit.register(lambda: os.getpid() == owner and stack.close())  # not in a child forked meanwhile
     stop_cleanly(stack.close)
     _prepared.clear()
     _prepared.update({**set_now, **temp, **sockets})
 
 
 _cleanups: list = []  # what ``stop_cleanly``'s handler calls, newest first
+_kin: list = []  # every ``prepare``'s notes of the processes it saw started: the handler ends them at once
 
 
 def stop_cleanly(cleanup) -> None:
     """On SIGTERM or SIGHUP (where the process has not set its own handler; only the main thread can set one):
-    end this process's children (vLLM's engine core and workers: SIGTERM, 5 s, SIGKILL), remove the shared
+    end this process's children (vLLM's engine core and workers: SIGTERM, 5 s, SIGKILL) and the orphans
+    ``prepare`` noted, remove the shared
     memory they left, call ``cleanup`` (and those of earlier calls) and exit as stopped by the signal. Python's
     default for either signal ends the process at once, skipping every exit handler, and the children's
     sockets, files and shared memory stay on the node."""
@@ -197,7 +201,8 @@ def stop_cleanly(cleanup) -> None:
 def _on_stop(signum, frame):
     from vicurl import processes
 
-    processes.end(processes.children, grace=5)
+    # one end for all, within SLURM's KillWait: the children, and the orphans of every prepare's notes
+    processes.end(lambda: list({*processes.children(), *(p for kin in _kin for p in kin.note())}), grace=5)
     for cleanup in reversed(_cleanups):
         try:
             cleanup()

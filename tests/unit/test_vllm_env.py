@@ -111,6 +111,7 @@ def test_a_test_that_prepares_leaves_the_process_as_it_found_it(tmp_path, monkey
     with pytest.raises(StopIteration):
         next(scope)
     assert signal.getsignal(signal.SIGTERM) is handler and dict(os.environ) == env and not vllm_env._prepared
+    assert not vllm_env._kin
     assert not private.exists() and tempfile.tempdir != str(private)
     assert watching() == before  # stopping the watcher waits for its thread
 
@@ -189,13 +190,22 @@ core = subprocess.Popen([sys.executable, "-c",
     "'from multiprocessing import shared_memory\\n'"
     "'shm = shared_memory.SharedMemory(create=True, size=1 << 20)\\n'"
     "'print(shm.name, flush=True)\\n'"
-    "'time.sleep(600)'], stdout=subprocess.PIPE, text=True)\n"
+    "'time.sleep(120)'], stdout=subprocess.PIPE, text=True)\n"
     "print(worker.pid, worker.stdout.readline().strip(), flush=True)\n"
-    "time.sleep(3)"], stdout=subprocess.PIPE, text=True)  # the job notes its descendants every 2 s
+    "time.sleep(5)"], stdout=subprocess.PIPE, text=True)  # the job notes its descendants every 2 s
 worker, shm = core.stdout.readline().split()
-core.wait()  # the worker is an orphan now: init's child, outside this process's tree
 print(json.dumps({"worker": int(worker), "shm": shm}), flush=True)
+core.wait()  # the worker is an orphan now: init's child, outside this process's tree
 """
+
+
+def gone(p) -> bool:
+    import psutil
+
+    try:
+        return not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def test_a_job_that_ends_ends_what_its_engine_left_running(tmp_path):
@@ -207,22 +217,23 @@ def test_a_job_that_ends_ends_what_its_engine_left_running(tmp_path):
 
     log = tmp_path.with_name(tmp_path.name + ".stderr")  # not a pipe: the orphan holds the job's stderr
     with open(log, "w") as err:
-        job = subprocess.run([sys.executable, "-c", ORPHAN_JOB], env={**os.environ, "TMPDIR": str(tmp_path)},
-                             stdout=subprocess.PIPE, stderr=err, text=True, timeout=120)
-    assert job.returncode == 0, log.read_text()[-3000:]
-    made = json.loads(job.stdout.splitlines()[-1])
+        job = subprocess.Popen([sys.executable, "-c", ORPHAN_JOB], env={**os.environ, "TMPDIR": str(tmp_path)},
+                               stdout=subprocess.PIPE, stderr=err, text=True)
+    made = json.loads(job.stdout.readline())
+    worker = psutil.Process(made["worker"])  # this one, not a later process given its pid
     try:
-        deadline = time.time() + 20  # the job waited for it at its exit; a zombie reaped by init meanwhile
-        while psutil.pid_exists(made["worker"]) and time.time() < deadline:
-            if psutil.Process(made["worker"]).status() == psutil.STATUS_ZOMBIE:
-                break
+        assert job.wait(timeout=120) == 0, log.read_text()[-3000:]
+        deadline = time.time() + 20  # the job ended it on its way out (a zombie until init reaps it)
+        while not gone(worker) and time.time() < deadline:
             time.sleep(0.2)
-        assert not psutil.pid_exists(made["worker"]) or psutil.Process(made["worker"]).status() == psutil.STATUS_ZOMBIE
+        assert gone(worker)
         assert not os.path.exists(f"/dev/shm/{made['shm']}")
         assert list(tmp_path.iterdir()) == []
     finally:
-        if psutil.pid_exists(made["worker"]):
-            psutil.Process(made["worker"]).kill()
+        if worker.is_running():
+            worker.kill()
+        if job.poll() is None:
+            job.kill()
         Path(f"/dev/shm/{made['shm']}").unlink(missing_ok=True)
 
 
