@@ -55,6 +55,8 @@ REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 RESULTS = {"gpu": REPO / "results" / "gpu_smoke_offline", "cpu": REPO / "results" / "gpu_smoke_cpu"}
 RUN = Path("runs", "main", "qwen_0.5b_instruct", "majority_vote-vicurl", "seed0")
+TRAINED = RUN / "metrics.jsonl"  # the train job's last output
+AFTER_TRAIN = 240  # smoke_whole's least seconds once smoke_train is done (the evaluations and the table)
 
 
 # the card and the versions that give the figures (in a process of its own: this one leaves CUDA alone)
@@ -80,7 +82,7 @@ def checks(shape_args: list[str], work: Path) -> dict[str, tuple[list[str] | Non
     the most it may take)."""
     return {
         "smoke": (None, 600, 900),
-        "smoke_whole": (None, 600, 900),  # 240 s after smoke_train (`least`)
+        "smoke_whole": (None, 600, 900),  # AFTER_TRAIN once smoke_train is done (`least`)
         "smoke_train": (None, 300, 600),
         "shape_untied": (shape("r1_distill_1.5b", str(work / "shape_untied"), shape_args), 390, 600),
         "probe": ([PY, "measurements/probe_memory.py"], 100, 180),
@@ -104,8 +106,8 @@ def checks(shape_args: list[str], work: Path) -> dict[str, tuple[list[str] | Non
 
 def least(name: str, seconds: float, device: str) -> float:
     """The least time worth starting check ``name`` with: smoke_whole needs less once the train job is done."""
-    trained = (RESULTS[device] / RUN / "metrics.jsonl").exists()
-    return min(seconds, 240) if name == "smoke_whole" and trained else seconds
+    trained = (RESULTS[device] / TRAINED).exists()
+    return min(seconds, AFTER_TRAIN) if name == "smoke_whole" and trained else seconds
 
 
 def start(cmd: list[str], log) -> subprocess.Popen:
@@ -149,7 +151,7 @@ def smoke(log, deadline: float, out: Path, device: str = "gpu", interrupt: bool 
     (``device`` cpu: the CPU rehearsal, a check of this driver); ``train_only``: up to the train job's end
     (a later run of the DAG does the rest: what is done is not done again)."""
     results = RESULTS[device]
-    target = str((results / RUN / "metrics.jsonl").relative_to(REPO)) if train_only else "all"
+    target = str((results / TRAINED).relative_to(REPO)) if train_only else "all"
     cmd = [PY, "-m", "vicurl.rehearsal", device, target, "--cores", "all"]
     saved = results / RUN / "_work" / "verl_checkpoints" / "latest_checkpointed_iteration.txt"
     proc = start(cmd, log)

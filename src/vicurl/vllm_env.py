@@ -186,10 +186,9 @@ _kin: list = []  # every ``prepare``'s notes of the processes it saw started: th
 def stop_cleanly(cleanup) -> None:
     """On SIGTERM or SIGHUP (where the process has not set its own handler; only the main thread can set one):
     end this process's children (vLLM's engine core and workers: SIGTERM, 5 s, SIGKILL) and the orphans
-    ``prepare`` noted, remove the shared
-    memory they left, call ``cleanup`` (and those of earlier calls) and exit as stopped by the signal. Python's
-    default for either signal ends the process at once, skipping every exit handler, and the children's
-    sockets, files and shared memory stay on the node."""
+    ``prepare`` noted, remove the shared memory they left, call ``cleanup`` (and those of earlier calls) and exit
+    as stopped by the signal. Python's default for either signal ends the process at once, skipping every exit
+    handler, and the children's sockets, files and shared memory stay on the node."""
     _cleanups.append(cleanup)
     if threading.current_thread() is not threading.main_thread():
         return
