@@ -15,13 +15,12 @@ from vicurl.grading.graders import ANSWER_TYPES, grade_batch
 from vicurl.rewards import Group, majority_vote, semantic
 
 TIMEOUT = 3.0
-MARGIN = 4.0  # replacing a killed worker (a fresh Python importing sympy) happens after the item
+MARGIN = 4.0  # the caller's own parsing and the kill; a replaced worker's restart is waited for untimed (start)
 
 
 @pytest.fixture(scope="module")
 def pool():
     p = symbolic.configure(workers=2, timeout=TIMEOUT)
-    p.equiv([("x+1", "1+x")])  # start the workers outside the timed checks
     yield p
     p.close()
 
@@ -74,6 +73,7 @@ def test_pathological_inputs_return_in_time_and_execute_nothing(pool, tmp_path, 
     for name, text in cases.items():
         for gold in golds:
             problem = {"answer": gold, "answer_type": answer_type, "options": ["a", "b", "c", "d"]}
+            pool.start()  # a worker killed by the last item restarts outside the timed check
             t0 = time.monotonic()
             (extracted, correct), = grade_batch([text], [problem])
             took = time.monotonic() - t0
@@ -114,16 +114,28 @@ def test_rewards_on_pathological_groups(pool, tmp_path):
 
 def test_a_stuck_worker_is_killed_and_replaced(pool):
     """An item that never returns (sympy inside C code) costs the timeout; the pool carries on."""
+    pool.start()  # the workers the last test's timeouts replaced: their imports are not what is timed
+    started = pool.stats["started"]
     t0 = time.monotonic()
     res = pool.run([{"op": "block"}, {"op": "equiv", "pred": "2/4", "gold": "0.5"}, {"op": "block"}])
     took = time.monotonic() - t0
     assert res[0]["error"] == res[2]["error"] == "timeout" and res[1]["ok"] is True
     assert took < 2 * TIMEOUT + MARGIN
+    assert pool.stats["started"] == started + 2  # each stuck worker killed and replaced
     timeouts = pool.stats["timeouts"]
     # fresh workers answer (a cheap pair: the test pool's math-verify alarms are 1 s of wall time, which an
     # expansion like (a+b)^2 overran under CI's full load)
     assert pool.equiv([("2x", "x+x")]) == [True]
     assert pool.stats["timeouts"] == timeouts
+
+
+def test_start_waits_until_every_worker_can_answer(pool):
+    pool.close()
+    pool.start()
+    assert len(pool._workers) == 2 and all(w.ready for w in pool._workers)
+    started = pool.stats["started"]
+    assert pool.equiv([("2/4", "0.5"), ("2x", "x+x")]) == [True, True]
+    assert pool.stats["started"] == started  # nothing left to start
 
 
 def test_a_worker_killed_from_outside_does_not_break_the_caller(pool):

@@ -108,6 +108,12 @@ class SymbolicPool:
         with self._lock:
             return self._run(list(requests), self.timeout if timeout is None else float(timeout))
 
+    def start(self) -> None:
+        """Start every worker and wait until each has imported math-verify, so that what follows is
+        timed without a worker's start (seconds of imports on a loaded machine)."""
+        with self._lock:
+            self._run([], self.timeout, until_ready=True)
+
     def close(self) -> None:
         with self._lock:
             for w in self._workers:
@@ -120,16 +126,16 @@ class SymbolicPool:
         self.stats["started"] += 1
         return _Worker(self.timeout)
 
-    def _run(self, requests: list[dict[str, Any]], timeout: float) -> list[dict[str, Any]]:
+    def _run(self, requests: list[dict[str, Any]], timeout: float, until_ready: bool = False) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(requests)
-        if not requests:
+        if not requests and not until_ready:
             return []
-        while len(self._workers) < min(self.n_workers, len(requests)):
+        while len(self._workers) < (self.n_workers if until_ready else min(self.n_workers, len(requests))):
             self._workers.append(self._spawn())
         pending = deque(range(len(requests)))
         busy: dict[int, tuple[int, float]] = {}  # worker slot -> (request index, deadline)
         failed_starts = 0
-        while pending or busy:
+        while pending or busy or (until_ready and not all(w.ready for w in self._workers)):
             now = time.monotonic()
             for slot, w in enumerate(self._workers):
                 if pending and w.ready and slot not in busy:
