@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vicurl import vllm_env
+from vicurl import processes, vllm_env
 
 # a forked child's first parallel op after the parent's: GNU OpenMP's threads are not in the child
 FORK_AFTER_PARALLEL = r"""
@@ -199,15 +199,6 @@ core.wait()  # the worker is an orphan now: init's child, outside this process's
 """
 
 
-def gone(p) -> bool:
-    import psutil
-
-    try:
-        return not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def test_a_job_that_ends_ends_what_its_engine_left_running(tmp_path):
     """A process that prepared vLLM's environment exits (normally, or on an error such as EngineDeadError) while
     a process it started outlives vLLM's shutdown, orphaned and deaf to SIGTERM (a worker hung in a kernel: on a
@@ -224,9 +215,9 @@ def test_a_job_that_ends_ends_what_its_engine_left_running(tmp_path):
     try:
         assert job.wait(timeout=120) == 0, log.read_text()[-3000:]
         deadline = time.time() + 20  # the job ended it on its way out (a zombie until init reaps it)
-        while not gone(worker) and time.time() < deadline:
+        while processes._running(worker) and time.time() < deadline:
             time.sleep(0.2)
-        assert gone(worker)
+        assert not processes._running(worker)
         assert not os.path.exists(f"/dev/shm/{made['shm']}")
         assert list(tmp_path.iterdir()) == []
     finally:
