@@ -138,38 +138,59 @@ def test_packed_log_probs_equal_one_sequence_at_a_time(attention, chat_model_dir
             torch.testing.assert_close(rows[1], model(input_ids=pair[1:], use_cache=False).logits[0], atol=1e-5, rtol=1e-5)
 
 
-def _segments_sdpa(q, k, v, cu, causal, scale=None, enable_gqa=False):
-    """A stand-in for torch's varlen kernel: SDPA over each segment, as told (no default it does not have)."""
-    if k.shape[1] != q.shape[1] and not enable_gqa:
-        raise RuntimeError("heads differ")
+def _flash(q, k, v, cu, causal, scale=None):
+    """A stand-in for ATen's flash kernel, which every release's varlen_attn calls: SDPA over each segment, as
+    told (no default it does not have); fewer key/value heads than query heads taken as they are, as the
+    kernel takes them (it refuses copies of another width only if they do not divide the queries')."""
+    if q.shape[1] % k.shape[1]:
+        raise RuntimeError("Number of heads in key/value must divide number of heads in query")
     out = []
     for a, b in zip(cu[:-1].tolist(), cu[1:].tolist()):
         seg = [x[a:b].transpose(0, 1)[None] for x in (q, k, v)]
         out.append(torch.nn.functional.scaled_dot_product_attention(*seg, is_causal=causal, scale=scale,
-                                                                    enable_gqa=enable_gqa)[0].transpose(0, 1))
+                                                                    enable_gqa=True)[0].transpose(0, 1))
     return torch.cat(out)
 
 
 def varlen_first_form(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, is_causal=False, return_aux=None):
-    """The first releases' signature: ``is_causal``, no scale, no grouped-query heads."""
-    return _segments_sdpa(query, key, value, cu_seq_q, is_causal)
+    """The first releases' signature: ``is_causal``, no scale."""
+    return _flash(query, key, value, cu_seq_q, is_causal)
+
+
+def varlen_2_11_form(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None,
+                     window_size=(-1, -1), k_cache=None, v_cache=None, cache_seqlens=None, cache_batch_idx=None,
+                     page_table=None, seqused_k=None):
+    """The GPU lock's (torch 2.11): causal only as ``window_size == (-1, 0)``, ``scale``, no ``enable_gqa``
+    (grouped heads go to the kernel unchecked)."""
+    return _flash(query, key, value, cu_seq_q, window_size == (-1, 0), scale)
 
 
 def varlen_later_form(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None,
                       window_size=(-1, -1), enable_gqa=False, seqused_k=None, block_table=None, num_splits=None):
-    """torch 2.13's: causal only as ``window_size == (-1, 0)``, ``scale``, ``enable_gqa``."""
-    return _segments_sdpa(query, key, value, cu_seq_q, window_size == (-1, 0), scale, enable_gqa)
+    """torch 2.13's: as 2.11's, and grouped heads refused unless ``enable_gqa`` (a check, then the same kernel)."""
+    if key.shape[1] != query.shape[1] and not enable_gqa:
+        raise ValueError("Try setting enable_gqa=True for GQA.")
+    return _flash(query, key, value, cu_seq_q, window_size == (-1, 0), scale)
 
 
-@pytest.mark.parametrize("kernel", [varlen_first_form, varlen_later_form])
+@pytest.mark.parametrize("kernel", [varlen_first_form, varlen_2_11_form, varlen_later_form])
 def test_the_gpu_kernel_is_called_causal_with_the_models_scale_and_heads(kernel, monkeypatch):
     """The launcher's attention calls torch's varlen kernel (a GPU's route, which a CPU cannot run) by the
     keywords the installed signature has: against a stand-in of each form, causal, at a scale that is not
-    the kernel's default, with grouped-query heads (4 queries' to 2 keys'), on segments of unequal lengths,
-    it gives the CPU's route one segment at a time."""
+    the kernel's default, with grouped-query heads (4 queries' to 2 keys', passed at their own width: no
+    copy), on segments of unequal lengths, it gives the CPU's route one segment at a time."""
+    import functools
+
     import torch.nn.attention.varlen as varlen
 
-    monkeypatch.setattr(varlen, "varlen_attn", kernel)
+    widths = []  # the key heads each call passed
+
+    @functools.wraps(kernel)  # its signature, which the launcher's attention reads
+    def called(query, key, *args, **kwargs):
+        widths.append(key.shape[1])
+        return kernel(query, key, *args, **kwargs)
+
+    monkeypatch.setattr(varlen, "varlen_attn", called)
     varlen_attention._varlen_parameters.cache_clear()
     try:
         g = torch.Generator().manual_seed(0)
@@ -178,6 +199,7 @@ def test_the_gpu_kernel_is_called_causal_with_the_models_scale_and_heads(kernel,
         got = varlen_attention.varlen_kernel(q, k, v, cu, 11, scale=0.3)
     finally:
         varlen_attention._varlen_parameters.cache_clear()
+    assert widths == [2]
     torch.testing.assert_close(got, varlen_attention.by_segment(q, k, v, cu, 0.3), rtol=1e-5, atol=1e-6)
 
 

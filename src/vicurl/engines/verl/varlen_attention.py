@@ -13,7 +13,7 @@ wherever a position does not follow the one before (transformers' reading of pac
 
     on a GPU (bf16 / fp16)   torch's own ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention's
                              variable-length kernel inside torch: no extra package), causal,
-                             grouped-query heads through ``enable_gqa`` or repeated key/value heads
+                             grouped-query heads as they are (no copy at the queries' width)
     elsewhere (the CPU)      ``scaled_dot_product_attention`` one segment at a time, causal
 
 The boundaries are computed on the host once per forward pass (every layer, and checkpointing's recompute,
@@ -147,8 +147,11 @@ def by_segment(q, k, v, cu, scale):
 def varlen_kernel(q, k, v, cu, max_len, scale):
     """torch's variable-length flash attention, causal, by the keywords its version takes (its signature
     has changed between releases): causal as ``window_size=(-1, 0)``, else ``is_causal``; the scale as
-    ``scale``, else folded into the queries (the kernel's own is 1/sqrt(head dim)); grouped-query heads
-    natively where it takes ``enable_gqa``, else the key/value heads repeated."""
+    ``scale``, else folded into the queries (the kernel's own is 1/sqrt(head dim)). Grouped-query heads go
+    in as they are: every release calls ATen's flash kernel, which takes fewer key/value heads than query
+    heads (their gradients at their width); the later ones ask ``enable_gqa=True`` before they pass them
+    on. Repeated heads would cost a copy of the keys and values at the queries' width in every layer, kept
+    for the backward."""
     from torch.nn.attention.varlen import varlen_attn
 
     params = _varlen_parameters()
@@ -157,12 +160,8 @@ def varlen_kernel(q, k, v, cu, max_len, scale):
         kwargs["scale"] = scale
     elif scale is not None:
         q = q * (scale * q.shape[-1] ** 0.5)
-    if k.shape[1] != q.shape[1]:
-        if "enable_gqa" in params:
-            kwargs["enable_gqa"] = True
-        else:
-            group = q.shape[1] // k.shape[1]
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    if k.shape[1] != q.shape[1] and "enable_gqa" in params:
+        kwargs["enable_gqa"] = True  # where the flag exists it only lifts a check: the kernel is the same
     return varlen_attn(q, k, v, cu, cu, max_len, max_len, **kwargs)
 
 
