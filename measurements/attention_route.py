@@ -19,7 +19,8 @@ default). Printed per route: seconds (the median of ``--reps``), the decoder's F
 passes leave out; attention over each token's own sequence), the max |log-prob
 difference| of each route against sdpa_pack and against the same weights in fp32 one sequence at a time
 (log-probs of the next tokens from the last hidden states, in fp32; sdpa_pack's own difference from fp32 is
-the bf16 rounding any route carries), the peak memory a token above the weights and gradients (the update),
+the bf16 rounding any route carries; the script fails when a route is further from fp32 than 4 times that,
+plus 1e-3), the peak memory a token above the weights and gradients (the update),
 and for varlen the update in micro-batches of one sequence each (config/paper.yaml's 6,144-token budget for
 the 1.5B models holds one ~3.5k-token sequence). The LM head's loss is left
 out of the timing (the same on every route; measurements/logprob_route.py times it).
@@ -202,6 +203,24 @@ def main(argv=None) -> None:
         print(f"varlen against sdpa_pack: forward x{s['forward_s'] / v['forward_s']:.2f}, the update x"
               f"{s['train_s_checkpointing'] / v['train_s_no_checkpointing']:.2f} (checkpointing on -> off), x"
               f"{s['train_s_checkpointing'] / v['train_s_checkpointing']:.2f} (both on)")
+    if "sdpa_pack" in results["routes"]:
+        wrong = disagree(results)
+        (a.out / "attention_route.json").write_text(json.dumps(results, indent=2))
+        if wrong:
+            sys.exit(f"attention_route: {', '.join(wrong)} further from the fp32 log-probs than "
+                     f"{results['limit_vs_fp32']:.3g} (4 x sdpa_pack's own difference, the rounding every route "
+                     f"carries, + 1e-3): a route that attends otherwise (a sequence seeing another?)")
+        print(f"every route within {results['limit_vs_fp32']:.3g} of the fp32 log-probs", flush=True)
+
+
+def disagree(results: dict) -> list[str]:
+    """The routes whose log-probs are further from fp32's than 4 times sdpa_pack's own distance (the bf16
+    rounding every route carries; an exact route's differs by a like amount, one that lets a sequence see
+    another by far more) plus 1e-3 (in fp32 both distances are rounding of 1e-6); the limit goes into
+    ``results``."""
+    limit = 4 * results["routes"]["sdpa_pack"]["max_abs_logprob_diff_vs_fp32"] + 1e-3
+    results["limit_vs_fp32"] = limit
+    return [name for name, r in results["routes"].items() if r["max_abs_logprob_diff_vs_fp32"] > limit]
 
 
 if __name__ == "__main__":
