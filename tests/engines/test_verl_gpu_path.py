@@ -949,12 +949,42 @@ def check(family, model_path, actor_path, ref_path):
     ref = OmegaConf.load(ref_path)
     assert ref.fsdp_config.model_dtype == "bf16", ref.fsdp_config
     ref.fsdp_config.strategy = ref.strategy
-    reference = FSDPEngine(omega_conf_to_dataclass(model_cfg), omega_conf_to_dataclass(ref.fsdp_config),
-                           omega_conf_to_dataclass(actor.optim), omega_conf_to_dataclass(actor.checkpoint))._build_module()
+    ref_engine = FSDPEngine(omega_conf_to_dataclass(model_cfg), omega_conf_to_dataclass(ref.fsdp_config),
+                            omega_conf_to_dataclass(actor.optim), omega_conf_to_dataclass(actor.checkpoint))
+    reference = ref_engine._build_module()
     assert next(reference.parameters()).dtype == torch.bfloat16
     want = dict(plain.named_buffers())
     rotary = {n: b for n, b in reference.named_buffers() if n.endswith("inv_freq")}
     assert rotary and all(b.dtype == torch.float32 and torch.equal(b, want[n]) for n, b in rotary.items()), rotary
+
+    # the KL's two sides: the reference from its bf16 weights gives the policy's log-probs and entropies at the
+    # same weights (fp32, under the launcher's bf16 mixed precision) bit for bit, each wrapped by FSDP2 as verl
+    # wraps it and run under verl's autocast, on a pack reaching position 1,100 (where a rotary frequency
+    # rounded to bf16, verl's cast before rope_fp32.py, turns the angles by radians: the check fails then)
+    policy_cfg = OmegaConf.load(actor_path)
+    policy_cfg.fsdp_config.strategy = policy_cfg.strategy
+    policy = FSDPEngine(omega_conf_to_dataclass(model_cfg), omega_conf_to_dataclass(policy_cfg.fsdp_config),
+                        omega_conf_to_dataclass(policy_cfg.optim), omega_conf_to_dataclass(policy_cfg.checkpoint))
+    policy_module = policy._build_fsdp_module(policy._build_module())
+    reference = ref_engine._build_fsdp_module(reference)
+    assert policy._autocast_dtype == ref_engine._autocast_dtype == torch.bfloat16
+    ids = torch.randint(0, plain.config.vocab_size, (1, 1130))
+    pos = torch.cat([torch.arange(1100), torch.arange(30)]).unsqueeze(0)
+    labels = torch.roll(ids, -1, dims=-1)
+
+    def outputs(module):
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            out = module(input_ids=ids, position_ids=pos, temperature=T, return_dict=True, shift_labels=labels,
+                         use_cache=False)
+        return out.log_probs.squeeze(0), out.entropy.squeeze(0)
+
+    from_policy, from_ref = outputs(policy_module), outputs(reference)
+    for a, b in zip(from_ref, from_policy):
+        assert torch.equal(a, b), (a - b).abs().max()
+    for n, b in reference.named_buffers():  # the rotary frequencies as verl's cast had rounded them
+        if n.endswith("inv_freq"):
+            b.copy_(b.to(torch.bfloat16).float())
+    assert not torch.equal(outputs(reference)[0], from_policy[0])  # 2-4e-3 apart on these small random models
     if rank == 0:
         print(family, "head-in-root" if head_in_root else "head-own-unit", "equal", flush=True)
 
@@ -1047,7 +1077,8 @@ def test_fsdp2_ranks_take_the_fused_route_tied_or_untied(paper_families, chat_mo
     token rows: 11x slower on an H200); the engine's attention is the launcher's (`varlen_attention`: each
     sequence its own, on the CPU one at a time), the unsharded model's today's sdpa over its dense block mask.
     The reference, built from the launcher's ref config in bf16, keeps its rotary frequencies float32
-    (``rope_fp32.py``; verl's cast had rounded them). The paper's four families (tied and untied Qwen2 and
+    (``rope_fp32.py``; verl's cast had rounded them), and gives the policy's log-probs and entropies under its
+    bf16 mixed precision bit for bit (KL zero at equal weights). The paper's four families (tied and untied Qwen2 and
     Llama) in one launch of the two ranks."""
     configs = {}
     for family, model in paper_families.items():
