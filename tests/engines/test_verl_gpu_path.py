@@ -1051,8 +1051,8 @@ def test_the_model_patches_answer_verls_lines():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_rehearsals_linear_layers_compute_a_row_alike_whatever_shares_its_batch(dtype):
     """The CPU rehearsal's vLLM linear layers (`vicurl.cpu_rehearsal.vllm_cpu.batch_invariant_linear`): rows
-    computed 1 to 99 at a time, as a decode step or a prefill batches them, are bit for bit the rows of one
-    call over all of them, and the plain matmul's results up to its rounding. (``torch.nn.functional.linear``
+    computed 1 to 99 at a time, as a decode step or a prefill batches them, at any offset in the call and on
+    1 or 2 threads, are bit for bit the rows of one call over all of them, and the plain matmul's results up to its rounding. (``torch.nn.functional.linear``
     alone differs in the last bits on some row counts, by CPU and dtype: fp32 at 1, 2, 3, 5-7, 9-11 rows on
     an AMD EPYC with AVX-512.)"""
     from vicurl.cpu_rehearsal.vllm_cpu import batch_invariant_linear
@@ -1063,6 +1063,18 @@ def test_the_rehearsals_linear_layers_compute_a_row_alike_whatever_shares_its_ba
     for n in range(1, 100):
         assert torch.equal(batch_invariant_linear(x[:n], w, bias), every[:n]), n
     assert torch.equal(batch_invariant_linear(x.view(9, 11, 256), w, bias), every.view(9, 11, 896))
+    # a request's rows sit anywhere in a call (what shares the batch decides), and the engine's processes
+    # run several threads: a row's result is the same at every offset, on 2 threads too
+    threads = torch.get_num_threads()
+    try:
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            for start in range(33):
+                for n in range(1, 40):
+                    assert torch.equal(batch_invariant_linear(x[start:start + n], w, bias), every[start:start + n]), \
+                        (t, start, n)
+    finally:
+        torch.set_num_threads(threads)
     eps = torch.finfo(dtype).eps
     torch.testing.assert_close(every, torch.nn.functional.linear(x, w, bias), rtol=8 * eps, atol=8 * eps * 256 ** 0.5)
 

@@ -62,8 +62,8 @@ def ctrl_c_while_vllm_serves_verl(workdir: Path) -> tuple[int, dict[int, str]]:
             loops = [p for p in psutil.Process(proc.pid).children(recursive=True) if "vicurl.engines.verl.fit" in cmdline(p)]
             engines = [p.pid for loop in loops for p in loop.children(recursive=True)
                        if title(p).startswith("VLLM::EngineCore")]
-            if any(maps_queue(pid) for pid in engines):  # its message queue made: the job's notes see it within 2 s
-                time.sleep(3)
+            if any(maps_queue(pid) for pid in engines):  # its message queue made: the job's notes see it within
+                time.sleep(6)  # 2 s, three times over here (a loaded machine's thread may be late)
                 break
             time.sleep(1)
         tree = {p.pid: title(p) for p in psutil.Process(proc.pid).children(recursive=True)}

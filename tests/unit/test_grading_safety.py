@@ -103,6 +103,7 @@ def test_rewards_on_pathological_groups(pool, tmp_path):
     cases = pathological(str(marker))
     texts = [cases[k] for k in ("tower", "100kb_sum", "unbalanced", "empty_box", "payload", "payload_eval", "payload")]
     texts.append("\\boxed{1}")
+    pool.start()  # workers an earlier test's timeouts replaced: their imports are not what is timed
     for fn in (majority_vote, semantic):
         t0 = time.monotonic()
         r = fn(Group(texts=texts))
