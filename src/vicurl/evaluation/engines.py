@@ -2,7 +2,7 @@
 from a saved model: ``generate`` / ``generate_checkpoint`` and ``prompt_stats``.
 
 transformers  ``vicurl.evaluation.generate`` (the CPU demo; one GPU when present, ``device``)
-vllm          ``vicurl.evaluation.vllm_generate`` (GPU clusters, the `vllm` conda env)
+vllm          ``vicurl.evaluation.vllm_generate`` (GPU clusters; envs/gpu.yaml under --sdm conda)
 
 Both return the same records (``vicurl.evaluation.records``). The generators are imported only
 when chosen: vLLM exists only in the GPU environment.

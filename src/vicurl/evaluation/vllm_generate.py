@@ -1,4 +1,4 @@
-"""Sample ``n`` responses per benchmark problem with vLLM (GPU clusters; the `vllm` conda env),
+"""Sample ``n`` responses per benchmark problem with vLLM (GPU clusters; envs/gpu.yaml under --sdm conda),
 writing exactly the records of the CPU path (``records.RECORD_COLUMNS``; ``n_tokens``: vLLM's count
 of the completion's ids; ``truncated``: finish reason "length"), so grading never knows which
 engine generated.
