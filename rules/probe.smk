@@ -44,5 +44,7 @@ rule probes_table:
         f"{R}/logs/report/probes_table.log",
     conda:
         "../envs/cpu.yaml"
+    params:
+        report_version=config["report"]["version"],  # a report file: rules/report.smk
     script:
         "../workflow_scripts/probes_table.py"

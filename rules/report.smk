@@ -1,6 +1,8 @@
 # Report: scores across seeds, the paper's LaTeX tables (and paper-vs-reproduction tables),
 # figures. These rules only read results: a change to a table's definition or style reruns
-# only that table's rules (its definition is a `params` value).
+# only that table's rules (its definition is a `params` value). Each takes `report.version`:
+# bump it after a change to the report's code and every report file is made again, nothing
+# upstream (the cluster profile reruns no job for a code change alone).
 
 
 localrules:
@@ -26,6 +28,7 @@ rule aggregate:
     conda:
         "../envs/cpu.yaml"
     params:
+        report_version=config["report"]["version"],
         keep=None,  # every record of every evaluated checkpoint
         metrics=[f"pass@{k}" for k in config["eval"]["ks"]],
     script:
@@ -43,6 +46,7 @@ rule study_scores:
     conda:
         "../envs/cpu.yaml"
     params:
+        report_version=config["report"]["version"],
         # a Base checkpoint also holds the benchmarks of the model's other studies
         keep=lambda w: list(runs_lib.evaluations(config, w.study)),
     script:
@@ -62,6 +66,7 @@ rule table_scores:
     conda:
         "../envs/cpu.yaml"
     params:
+        report_version=config["report"]["version"],
         keep=lambda w: runs_lib.table_evaluations(config, TABLES[w.table]),
     script:
         "../workflow_scripts/collect_scores.py"
@@ -90,6 +95,7 @@ rule table:
     conda:
         "../envs/cpu.yaml"
     params:
+        report_version=config["report"]["version"],
         table=lambda w: TABLES[w.table],
     script:
         "../workflow_scripts/table.py"
@@ -119,6 +125,7 @@ rule table_vs_paper:
     conda:
         "../envs/cpu.yaml"
     params:
+        report_version=config["report"]["version"],
         table=lambda w: TABLES[w.table],
     script:
         "../workflow_scripts/table_vs_paper.py"
@@ -151,6 +158,7 @@ rule learning_curves:
     conda:
         "../envs/cpu.yaml"
     params:
+        report_version=config["report"]["version"],
         runs=lambda w: [(r.reward, r.curriculum, r.seed) for r in curve_runs(w.study, w.model)],
         study=lambda w: config["studies"][w.study],
         curricula=config["report"]["curve_curricula"],
@@ -182,6 +190,7 @@ rule schedule_figure:
     conda:
         "../envs/cpu.yaml"
     params:
+        report_version=config["report"]["version"],
         seeds=lambda w: config["studies"][w.study]["seeds"],
         title=lambda w: f"{config['models'][w.model].get('label', w.model)}, {w.setting} ({w.study})",
     script:
@@ -214,6 +223,7 @@ rule variance_figures:
     conda:
         "../envs/cpu.yaml"
     params:
+        report_version=config["report"]["version"],
         study=lambda w: w.study,
         reward=lambda w: runs_lib.split_setting(w.setting)[0],
         curriculum=lambda w: runs_lib.split_setting(w.setting)[1],
@@ -241,6 +251,7 @@ rule findings:
     conda:
         "../envs/cpu.yaml"
     params:
+        report_version=config["report"]["version"],
         findings=FINDINGS,
         runs=[(r.reward, r.curriculum, r.seed) for r in findings_runs()],
         benchmarks=config["studies"][FINDINGS["study"]]["benchmarks"] if FINDINGS else [],

@@ -218,6 +218,15 @@ def test_small_dag_end_to_end(tmp_path):
     plan = snakemake(tmp_path, "-n", "all", configs=[*smoke, style])
     assert job_counts(plan.stdout) == {"table": 1, "all": 1}, plan.stdout[-3000:]
     assert "main_results.tex" in plan.stdout and "Params have changed" in plan.stdout
+    # the report's code changed (report.version bumped): every report file is made again, nothing upstream
+    bump = write_config(tmp_path, "report: {version: 2}\n")
+    plan = snakemake(tmp_path, "-n", "all", configs=[*smoke, bump])
+    counts = job_counts(plan.stdout)
+    report_rules = {"aggregate", "study_scores", "table_scores", "table", "table_vs_paper", "learning_curves",
+                    "schedule_figure", "variance_figures", "findings", "probes_table", "all"}
+    assert set(counts) <= report_rules and {"aggregate", "table", "learning_curves", "findings", "probes_table"} \
+        <= set(counts), plan.stdout[-3000:]
+    assert counts["table"] == len(list((res / "report" / "tables").glob("*.cells.csv"))), counts
     # the HTML report of the tables and figures
     rep = snakemake(tmp_path, "--report", str(tmp_path / "report.html"), configs=smoke)
     assert rep.returncode == 0, rep.stderr[-3000:]
