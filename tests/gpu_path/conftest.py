@@ -93,7 +93,7 @@ def verl_section() -> dict:
 
 def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, prompt_stats: str | None = None,
                 stop_in_export: int | None = None, verl: dict | None = None, env: dict | None = None,
-                ranks: int = 1, timeout: int = 600):
+                ranks: int = 1, timeout: int = 900):
     """One training run through the project's launcher (`python -m vicurl.engines.verl.launch`) in its
     own process, verl's `fit()` with vLLM's CPU build as the rollout, every step recorded
     (tests/gpu_path/verl_recorder.py) into ``run_dir/recorded``. ``ranks``: logical GPUs of the node (FSDP2
@@ -101,7 +101,8 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
     `verl` section (its ``overrides`` after the rehearsal's, replacing those of the same keys); ``env``: more environment variables. ``stop_in_export``: the run holds in that step's export
     (after verl's save; the recorder's ``VICURL_RECORD_HOLD_EXPORT``) and the launcher (the train job) gets SIGTERM
     there, as SLURM or a user stops a job. Past
-    ``timeout`` seconds every process of the run is ended and the test fails. Returns the exit code, the
+    ``timeout`` seconds every process of the run is ended and the test fails (a cap for a hung run: VCRL's 4
+    ranks took 163-411 s on the Intel kind with AMX under CI's load, and the AVX2 kind runs about half as fast). Returns the exit code, the
     log, and every process the run had when it was stopped (pid: command line; empty when it was not)."""
     import json
     import os
