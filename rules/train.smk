@@ -2,8 +2,9 @@
 # outputs (Snakemake deletes declared outputs before a rerun), so a killed or preempted job
 # resumes from its last checkpoint; only the finished exports and metrics are declared (and
 # write-protected with `protect_outputs: true`), with the run's provenance (provenance.json).
-# engine: verl trains on GPUs in the GPU environment (envs/gpu.yaml under --sdm conda; resources from the config's `verl`
-# section, common.smk's train_resources); engine: local keeps the CPU env and no resources.
+# engine: verl trains on GPUs in the GPU environment (envs/gpu.yaml under --sdm conda; resources
+# from the config's `verl` section, common.smk's train_resources); engine: local keeps the CPU env
+# and no resources.
 # A run of a study that `continues` another (the mechanism study) waits for its source run and
 # starts from the source's final state in the source's `_work/` (vicurl.runs, "continues").
 

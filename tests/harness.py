@@ -25,6 +25,7 @@ FIXTURES = DATA / "fixtures"
 DEMO_CONFIG = REPO / "config" / "demo.yaml"
 PAPER_CONFIG = REPO / "config" / "paper.yaml"
 SMOKE_CONFIG = DATA / "smoke.yaml"  # a very small override of the demo's
+PROFILE = yaml.safe_load((REPO / "slurm-a100" / "config.yaml").read_text())  # the cluster profile, as users copy it
 
 
 def load_config(path: Path) -> dict:

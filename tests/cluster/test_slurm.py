@@ -27,12 +27,11 @@ import yaml
 from vicurl.engines.workdir import PROGRESS
 from vicurl.status import incomplete
 
-from harness import DEMO_CONFIG, REPO, SMOKE_CONFIG, snakemake_cmd
+from harness import DEMO_CONFIG, PROFILE, REPO, SMOKE_CONFIG, snakemake_cmd
 
 HERE = Path(__file__).resolve().parent
 CLUSTER = HERE / "cluster.sh"
 PER_CHECKPOINT = HERE / "per_checkpoint.yaml"  # GPU clusters: a generation job per checkpoint
-PROFILE = yaml.safe_load((REPO / "slurm-a100" / "config.yaml").read_text())
 # the user's command (`--profile slurm-a100`) with the test profile over it, and the smoke config
 PROFILES = ("--profile", "slurm-a100", "--profile", str(HERE / "profile"))
 CONFIGS = [DEMO_CONFIG, SMOKE_CONFIG, PER_CHECKPOINT]

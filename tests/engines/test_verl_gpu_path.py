@@ -1052,8 +1052,8 @@ def test_the_model_patches_answer_verls_lines():
 def test_the_rehearsals_linear_layers_compute_a_row_alike_whatever_shares_its_batch(dtype):
     """The CPU rehearsal's vLLM linear layers (`vicurl.cpu_rehearsal.vllm_cpu.batch_invariant_linear`): rows
     computed 1 to 99 at a time, as a decode step or a prefill batches them, at any offset in the call and on
-    1 or 2 threads, are bit for bit the rows of one call over all of them, and the plain matmul's results up to its rounding. (``torch.nn.functional.linear``
-    alone differs in the last bits on some row counts, by CPU and dtype: fp32 at 1, 2, 3, 5-7, 9-11 rows on
+    1 or 2 threads, are bit for bit the rows of one call over all of them, and the plain matmul's results up
+    to its rounding. (``torch.nn.functional.linear`` alone differs in the last bits on some row counts, by CPU and dtype: fp32 at 1, 2, 3, 5-7, 9-11 rows on
     an AMD EPYC with AVX-512.)"""
     from vicurl.cpu_rehearsal.vllm_cpu import batch_invariant_linear
 
@@ -1090,8 +1090,8 @@ def test_fsdp2_ranks_take_the_fused_route_tied_or_untied(paper_families, chat_mo
     sequence its own, on the CPU one at a time), the unsharded model's today's sdpa over its dense block mask.
     The reference, built from the launcher's ref config in bf16, keeps its rotary frequencies float32
     (``rope_fp32.py``; verl's cast had rounded them), and gives the policy's log-probs and entropies under its
-    bf16 mixed precision bit for bit (KL zero at equal weights). The paper's four families (tied and untied Qwen2 and
-    Llama) in one launch of the two ranks."""
+    bf16 mixed precision bit for bit (KL zero at equal weights). The paper's four families (tied and untied
+    Qwen2 and Llama) in one launch of the two ranks."""
     configs = {}
     for family, model in paper_families.items():
         configs[family] = launcher_config(model, tmp_path)

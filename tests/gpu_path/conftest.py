@@ -102,8 +102,8 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
     (after verl's save; the recorder's ``VICURL_RECORD_HOLD_EXPORT``) and the launcher (the train job) gets SIGTERM
     there, as SLURM or a user stops a job. Past
     ``timeout`` seconds every process of the run is ended and the test fails (a cap for a hung run: VCRL's 4
-    ranks took 163-411 s on the Intel kind with AMX under CI's load, and the AVX2 kind runs about half as fast). Returns the exit code, the
-    log, and every process the run had when it was stopped (pid: command line; empty when it was not)."""
+    ranks took 163-411 s on the Intel kind with AMX under CI's load, and the AVX2 kind runs about half as
+    fast). Returns the exit code, the log, and every process the run had when it was stopped (pid: command line; empty when it was not)."""
     import json
     import os
     import signal

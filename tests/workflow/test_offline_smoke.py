@@ -17,7 +17,7 @@ from vicurl.engines.verl import launch
 from vicurl.models import fetch as fetch_lib
 from vicurl.rehearsal import command, config_files
 
-from harness import REPO, bounded, job_counts, snakemake
+from harness import PROFILE, REPO, bounded, job_counts, snakemake
 
 
 def merged(device: str) -> dict:
@@ -144,10 +144,10 @@ def test_the_smoke_configs_model_is_fetched_once_and_every_job_loads_the_folder(
     # fetch again, and every job of the model would rerun from the new folder; the cluster profile's do not
     script = REPO / "workflow_scripts" / "fetch_model.py"
     older = script.stat().st_mtime - 3600
-    for path in (tmp_path / "w" / folder / ".snakemake_timestamp", tmp_path / "w" / folder, tmp_path / "w" / f"{folder}.json"):
+    work = tmp_path / "w"
+    for path in (work / folder / ".snakemake_timestamp", work / folder, work / f"{folder}.json"):
         os.utime(path, (older, older))
-    triggers = yaml.safe_load((REPO / "slurm-a100" / "config.yaml").read_text())["rerun-triggers"]
-    for args, fetches in (((), 1), (("--rerun-triggers", *triggers), 0)):
+    for args, fetches in (((), 1), (("--rerun-triggers", *PROFILE["rerun-triggers"]), 0)):
         plan = snakemake(tmp_path / "w", "models", "-n", *args, configs=config_files("gpu")[:1], timeout=600)
         assert plan.returncode == 0, plan.stderr[-3000:]
         assert job_counts(plan.stdout + plan.stderr).get("fetch_model", 0) == fetches, (args, plan.stdout[-3000:])

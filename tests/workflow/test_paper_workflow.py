@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import DEMO_CONFIG, PAPER_CONFIG, REPO, SMOKE_CONFIG, job_counts, link_demo_config, snakemake
+from harness import DEMO_CONFIG, PAPER_CONFIG, PROFILE, REPO, SMOKE_CONFIG, job_counts, link_demo_config, snakemake
 
 PAPER = yaml.safe_load(PAPER_CONFIG.read_text())
-PROFILE = yaml.safe_load((REPO / "slurm-a100" / "config.yaml").read_text())
 
 
 def jobs_with_wildcards(text: str) -> list[tuple[str, dict]]:
