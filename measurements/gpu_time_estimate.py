@@ -138,9 +138,10 @@ class Assumptions:
     # 32,768-token micro-batches, the update on 6,144 without gradient checkpointing): the H200 step in
     # MEASURED_STEP, 0.392 of an A100's bf16 peak by this file's count (measured_share, from this instance's
     # other figures unless given). ASSUMED: the paper's A100 40GB takes a100_factor times the H200's time on
-    # these GEMM-bound passes (3.09, the ratio of the cards' memory bandwidths, 4.8 against 1.555 TB/s; 3.17, of
-    # their bf16 dense peaks, 989 against 312 TFLOP/s; an A100 80GB, 2.04 TB/s, would be about 2.35-2.5). The
-    # 7B's larger matmuls likely run at a higher share.
+    # these passes. On that card a compute-bound and a bandwidth-bound pass agree: 3.17, the ratio of the bf16
+    # dense peaks (989 against 312 TFLOP/s), 3.09, of the memory bandwidths (4.8 against 1.555 TB/s). An A100
+    # 80GB has the same peak and 2.04 TB/s: 3.17 compute-bound, 2.35 bandwidth-bound, and these passes, at an
+    # eighth of the peak, lie somewhere between. The 7B's larger matmuls likely run at a higher share.
     mfu_train: float | None = None
     a100_factor: float = 3.1
     # the update's time without gradient checkpointing against with it (config verl.gradient_checkpointing):

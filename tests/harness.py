@@ -88,6 +88,22 @@ def alive(pids) -> list[int]:
     return out
 
 
+def shared_memory_left(inodes) -> list[str]:
+    """The files of /dev/shm among ``inodes`` (`vicurl.processes.shared_memory_of`: what processes mapped)."""
+    import os
+
+    from vicurl.processes import SHM
+
+    left = []
+    for name in os.listdir(SHM):
+        try:
+            if os.stat(SHM + name, follow_symlinks=False).st_ino in inodes:
+                left.append(name)
+        except OSError:  # removed meanwhile
+            pass
+    return left
+
+
 def cmdline(p) -> list[str]:
     """A process's command line; [] for one that has exited meanwhile (psutil refuses a zombie's)."""
     import psutil

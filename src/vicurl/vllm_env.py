@@ -62,10 +62,11 @@ _warned: set[str] = set()
 
 def temp_folder(env: dict[str, str]) -> str:
     """The temp folder of a process with environment ``env``: $TMPDIR where it is a folder this process may
-    write in, else the system's (a warning, once per folder)."""
+    write in (absolute: a relative one would name another folder in the processes that start elsewhere), else
+    the system's (a warning, once per folder)."""
     folder = env.get("TMPDIR")
     if folder and os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK):
-        return folder
+        return os.path.abspath(folder)
     system = system_temp()
     if folder and folder not in _warned:
         _warned.add(folder)

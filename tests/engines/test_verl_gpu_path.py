@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -319,7 +319,8 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
 
 model_cfg, out, step, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-dist.init_process_group("gloo")
+dist.init_process_group("gloo", init_method=os.environ["RENDEZVOUS"], rank=int(os.environ["RANK"]),
+                        world_size=int(os.environ["WORLD_SIZE"]))
 mc = omega_conf_to_dataclass(OmegaConf.load(model_cfg))  # the launcher's actor_rollout_ref.model
 from verl.utils.model import get_hf_auto_model_class
 model = get_hf_auto_model_class(hf_config=mc.hf_config).from_pretrained(mc.local_path, torch_dtype=torch.float32,
@@ -348,10 +349,10 @@ dist.destroy_process_group()
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def rendezvous(work: Path) -> dict[str, str]:
+    """Where a test's gloo ranks meet: a file of their own (a free port chosen first could be taken by another
+    process, Ray's or vLLM's of the other suite, before rank 0 binds it)."""
+    return {"RENDEZVOUS": f"file://{work}/rendezvous-{secrets.token_hex(4)}"}
 
 
 def save_fsdp_checkpoint(config, actor_dir: Path, tmp_path: Path, step: int, world_size: int = 2,
@@ -362,8 +363,7 @@ def save_fsdp_checkpoint(config, actor_dir: Path, tmp_path: Path, step: int, wor
     script, model_cfg = tmp_path / "save.py", tmp_path / "model.yaml"
     script.write_text(SAVE_SCRIPT)
     OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(world_size),
-           "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, **rendezvous(tmp_path), "WORLD_SIZE": str(world_size), "OMP_NUM_THREADS": "1"}
     env.update(launch.verl_environment(env))  # the project's modules in verl, as its workers import them
     procs = [subprocess.Popen([sys.executable, str(script), str(model_cfg), str(actor_dir), str(step), mode],
                               env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
@@ -857,20 +857,20 @@ def run_engine_script(code: str, model_dir, work) -> subprocess.CompletedProcess
     OmegaConf.save(config.actor_rollout_ref.model, model_cfg)
     OmegaConf.save(config.actor_rollout_ref.actor, actor_cfg, resolve=True)
     script.write_text(code)
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    env = {**os.environ, **rendezvous(work)}
     env.update(launch.verl_environment(env))  # the project's modules in verl, as its workers import them
     return subprocess.run([sys.executable, str(script), str(model_cfg), str(actor_cfg)], env=env, capture_output=True,
                           text=True, timeout=300)
 
 
 ENGINE_SCRIPT = r"""
-import sys, torch, torch.distributed as dist
+import os, sys, torch, torch.distributed as dist
 from omegaconf import OmegaConf
 from verl.utils import torch_functional as verl_F
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
 
-dist.init_process_group("gloo", rank=0, world_size=1)  # no LOCAL_RANK: torch's mesh would pick a CUDA device
+dist.init_process_group("gloo", init_method=os.environ["RENDEZVOUS"], rank=0, world_size=1)  # no LOCAL_RANK: torch's mesh would pick a CUDA device
 actor = OmegaConf.load(sys.argv[2])
 engine = FSDPEngine(omega_conf_to_dataclass(OmegaConf.load(sys.argv[1])), omega_conf_to_dataclass(actor.fsdp_config),
                     omega_conf_to_dataclass(actor.optim), omega_conf_to_dataclass(actor.checkpoint))
@@ -902,7 +902,7 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-dist.init_process_group("gloo", rank=rank, world_size=world)
+dist.init_process_group("gloo", init_method=os.environ["RENDEZVOUS"], rank=rank, world_size=world)
 
 
 def check(family, model_path, actor_path, ref_path):
@@ -927,10 +927,25 @@ def check(family, model_path, actor_path, ref_path):
     T = 0.7
     w_lp, w_ent = torch.randn(23), torch.randn(23)
 
-    out = module(input_ids=ids, position_ids=pos, temperature=T, return_dict=True, shift_labels=labels, use_cache=False)
-    fused = (out.log_probs.squeeze(0), out.entropy.squeeze(0))
-    ((fused[0] * w_lp).sum() + (fused[1] * w_ent).sum()).backward()
-    g_fused = {n: p.grad.full_tensor() for n, p in module.named_parameters()}
+    def update():
+        module.zero_grad(set_to_none=True)
+        out = module(input_ids=ids, position_ids=pos, temperature=T, return_dict=True, shift_labels=labels,
+                     use_cache=False)
+        fused = (out.log_probs.squeeze(0), out.entropy.squeeze(0))
+        ((fused[0] * w_lp).sum() + (fused[1] * w_ent).sum()).backward()
+        return tuple(t.detach() for t in fused), {n: p.grad.full_tensor() for n, p in module.named_parameters()}
+
+    # in training mode, as verl's update runs it: with gradient checkpointing (the launcher's default, the 7B's),
+    # recomputing each layer under FSDP2 in the backward, and without it (the paper's smaller models)
+    module.train()
+    assert module.is_gradient_checkpointing
+    fused, g_fused = update()
+    module.gradient_checkpointing_disable()
+    fused_off, g_off = update()
+    for a, b in zip(fused, fused_off):
+        assert torch.equal(a, b)
+    for n, g in g_fused.items():
+        torch.testing.assert_close(g_off[n], g, rtol=1e-6, atol=1e-8, msg=lambda m: f"{n}: {m}")
 
     # verl patched the class's forward: the logits through the modules themselves, under sdpa's dense block mask
     logits = plain.lm_head(plain.model(input_ids=ids, position_ids=pos, use_cache=False)[0]).squeeze(0) / T
@@ -1009,8 +1024,7 @@ def run_engine_ranks(code: str, configs: dict, work: Path, world_size: int) -> l
     script.write_text(code)
     from vicurl.cpu_rehearsal import VERL_ENV  # verl's CPU platform (its FSDP engine asks the device)
 
-    env = {**os.environ, **VERL_ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-           "WORLD_SIZE": str(world_size), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, **VERL_ENV, **rendezvous(work), "WORLD_SIZE": str(world_size), "OMP_NUM_THREADS": "1"}
     env.update(launch.verl_environment(env))  # the project's patches of verl, as the launcher gives them
     procs = [subprocess.Popen([sys.executable, str(script), *args], env={**env, "RANK": str(r)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(world_size)]
@@ -1085,8 +1099,8 @@ def test_fsdp2_ranks_take_the_fused_route_tied_or_untied(paper_families, chat_mo
     its own, the fused forward's matmul met a sharded DTensor: ``got mixed torch.Tensor and DTensor``), as
     a tied one, the embedding's weight, is. Log-probs, entropies and every parameter's gradient (gathered over
     the ranks) equal verl's functions of the full logits of the unsharded model, at a temperature and on
-    two packed sequences of unequal lengths (without fused kernels and without flash-attn verl loops over
-    token rows: 11x slower on an H200); the engine's attention is the launcher's (`varlen_attention`: each
+    two packed sequences of unequal lengths, with gradient checkpointing and without (without fused kernels and
+    without flash-attn verl loops over token rows: 11x slower on an H200); the engine's attention is the launcher's (`varlen_attention`: each
     sequence its own, on the CPU one at a time), the unsharded model's today's sdpa over its dense block mask.
     The reference, built from the launcher's ref config in bf16, keeps its rotary frequencies float32
     (``rope_fp32.py``; verl's cast had rounded them), and gives the policy's log-probs and entropies under its

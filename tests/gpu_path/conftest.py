@@ -9,6 +9,7 @@ model (the demo's synthetic SFT) and its benchmark sets.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -103,7 +104,8 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
     there, as SLURM or a user stops a job. Past
     ``timeout`` seconds every process of the run is ended and the test fails (a cap for a hung run: VCRL's 4
     ranks took 163-411 s on the Intel kind with AMX under CI's load, and the AVX2 kind runs about half as
-    fast). Returns the exit code, the log, and every process the run had when it was stopped (pid: command line; empty when it was not)."""
+    fast). Returns the exit code, the log, and what the run had when it was stopped (empty when it was not):
+    ``processes`` (pid: command line) and ``shared_memory`` (the /dev/shm files they mapped, by inode)."""
     import json
     import os
     import signal
@@ -114,6 +116,7 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
     import psutil
 
     from vicurl.engines.verl.supervise import end_session
+    from vicurl.processes import shared_memory_of
 
     from harness import cmdline
 
@@ -139,13 +142,14 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     held = run_dir / "recorded" / "held"
     held.unlink(missing_ok=True)
-    start, stopped = time.time(), {}
+    start, stopped = time.time(), SimpleNamespace(processes={}, shared_memory=set())
     while proc.poll() is None:
         if time.time() - start > timeout:
             end_session(proc, grace=30)
             pytest.fail(f"the run took over {timeout} s; its log: {run_dir / 'launch.log'}")
-        if stop_in_export is not None and not stopped and held.exists():
-            stopped = {p.pid: " ".join(cmdline(p)) for p in psutil.Process(proc.pid).children(recursive=True)}
+        if stop_in_export is not None and not stopped.processes and held.exists():
+            stopped.processes = {p.pid: " ".join(cmdline(p)) for p in psutil.Process(proc.pid).children(recursive=True)}
+            stopped.shared_memory = shared_memory_of(stopped.processes)
             proc.send_signal(signal.SIGTERM)
         time.sleep(0.2)
     log.close()

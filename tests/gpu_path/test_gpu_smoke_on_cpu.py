@@ -16,9 +16,10 @@ import psutil
 import pytest
 
 from vicurl.engines.verl.supervise import end_session
+from vicurl.processes import shared_memory_of
 from vicurl.rehearsal import command
 
-from harness import alive, bounded, cmdline, tensorboard_scalars, title
+from harness import alive, bounded, cmdline, shared_memory_left, tensorboard_scalars, title
 
 RESULTS = Path("results") / "gpu_smoke_cpu"
 
@@ -47,11 +48,11 @@ def maps_queue(pid: int) -> bool:
         return False
 
 
-def ctrl_c_while_vllm_serves_verl(workdir: Path) -> tuple[int, dict[int, str]]:
+def ctrl_c_while_vllm_serves_verl(workdir: Path) -> tuple[int, dict[int, str], set[int]]:
     """`make rehearse`'s command in ``workdir``, in a process group of its own as a terminal's foreground
     job, interrupted as Ctrl-C does (SIGINT to the group: Snakemake and its jobs) once the train job's vLLM
-    engine runs (its message queue made, and noted by the job). Returns Snakemake's exit code and every process
-    it had then (pid: title)."""
+    engine runs (its message queue made, and noted by the job). Returns Snakemake's exit code, every process
+    it had then (pid: title) and the shared memory they mapped (inodes)."""
     cmd, env = command("cpu", workdir, ["all", "--cores", "2"])
     with open(workdir / "interrupted.log", "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -67,8 +68,9 @@ def ctrl_c_while_vllm_serves_verl(workdir: Path) -> tuple[int, dict[int, str]]:
                 break
             time.sleep(1)
         tree = {p.pid: title(p) for p in psutil.Process(proc.pid).children(recursive=True)}
+        shared = shared_memory_of(tree)
         os.killpg(proc.pid, signal.SIGINT)
-        return proc.wait(timeout=300), tree
+        return proc.wait(timeout=300), tree, shared
     finally:
         if proc.poll() is None:  # the test failed: nothing it started outlives it
             end_session(proc, grace=30)
@@ -81,13 +83,15 @@ def test_the_gpu_smoke_dag_runs_end_to_end_on_the_cpu(vllm, tmp_path):
     (Ray, FSDP2, vLLM's CPU build as the rollout; majority vote, VI-CuRL) -> the exports of steps 2 and 4
     -> one vLLM generation job per checkpoint (Base, steps 2 and 4) on the `gpu` resource -> grading
     -> the table; then rule prompt_stats through vLLM. Before that, Ctrl-C while verl trains: the train job
-    ends verl's loop, Ray's processes and vLLM's before Snakemake exits, and the rerun trains afresh."""
-    rc, tree = ctrl_c_while_vllm_serves_verl(tmp_path)
+    ends verl's loop, Ray's processes and vLLM's before Snakemake exits, and the shared memory they mapped
+    (vLLM's message queues) is gone; the rerun trains afresh."""
+    rc, tree, shared = ctrl_c_while_vllm_serves_verl(tmp_path)
     assert rc != 0 and any(title.endswith("raylet") for title in tree.values()), tree
     deadline = time.time() + 30  # what SIGKILL ended, its parent may not have reaped yet
     while alive(tree) and time.time() < deadline:
         time.sleep(1)
     assert not alive(tree), {pid: tree[pid] for pid in alive(tree)}
+    assert shared and not shared_memory_left(shared), shared_memory_left(shared)
     train_log = tmp_path / RESULTS / "logs" / "train" / "main" / "qwen_0.5b_instruct" / "majority_vote-vicurl" / "seed0.log"
     assert "SIGINT: ended verl's loop" in train_log.read_text()
     # where the study stands now (python -m vicurl.status): the run stopped by the signal, the base model's

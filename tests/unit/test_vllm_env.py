@@ -55,7 +55,7 @@ def test_vllms_children_are_spawned_because_a_fork_after_parallel_work_hangs(tmp
     assert "VLLM_WORKER_MULTIPROC_METHOD" not in vllm_env.environment({"VLLM_WORKER_MULTIPROC_METHOD": "fork"})
 
 
-def test_a_tmpdir_missing_on_the_node_gives_the_systems_temp_folder(tmp_path, caplog):
+def test_a_tmpdir_missing_on_the_node_gives_the_systems_temp_folder(tmp_path, caplog, monkeypatch):
     """sbatch hands the job the submitting shell's TMPDIR, which the node may lack: the job runs in the
     system's temp folder and says so once."""
     missing = str(tmp_path / "login-node-session" / "tmp")
@@ -66,6 +66,8 @@ def test_a_tmpdir_missing_on_the_node_gives_the_systems_temp_folder(tmp_path, ca
         f"TMPDIR={missing} does not exist on this node or is not writable (sbatch passes on the submitting "
         f"shell's TMPDIR): using /tmp") == 1
     assert vllm_env.temp_folder({"TMPDIR": str(tmp_path)}) == str(tmp_path)
+    monkeypatch.chdir(tmp_path.parent)  # a relative one names the same folder in processes started elsewhere
+    assert vllm_env.temp_folder({"TMPDIR": tmp_path.name}) == str(tmp_path)
     code = ("import tempfile; from vicurl import vllm_env; vllm_env.prepare(); "
             "print(tempfile.NamedTemporaryFile(delete=False).name)")
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": missing}, capture_output=True,
@@ -171,7 +173,7 @@ def test_a_stopped_job_leaves_neither_its_temp_folder_nor_its_childrens_shared_m
     start = time.time()
     job.send_signal(signal.SIGTERM)
     assert job.wait(timeout=30) == 128 + signal.SIGTERM
-    assert time.time() - start < 15
+    assert time.time() - start < 30
     assert not psutil.pid_exists(made["child"]) or psutil.Process(made["child"]).status() == psutil.STATUS_ZOMBIE
     assert not os.path.exists(f"/dev/shm/{made['shm']}") and list(tmp_path.iterdir()) == []
 
@@ -192,7 +194,7 @@ core = subprocess.Popen([sys.executable, "-c",
     "'print(shm.name, flush=True)\\n'"
     "'time.sleep(120)'], stdout=subprocess.PIPE, text=True)\n"
     "print(worker.pid, worker.stdout.readline().strip(), flush=True)\n"
-    "time.sleep(5)"], stdout=subprocess.PIPE, text=True)  # the job notes its descendants every 2 s
+    "time.sleep(10)"], stdout=subprocess.PIPE, text=True)  # the job notes its descendants every 2 s, 5 times here
 worker, shm = core.stdout.readline().split()
 print(json.dumps({"worker": int(worker), "shm": shm}), flush=True)
 core.wait()  # the worker is an orphan now: init's child, outside this process's tree

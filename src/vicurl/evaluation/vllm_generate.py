@@ -122,12 +122,12 @@ def start_engine(model_dir: str, seed: int, engine_args: dict[str, Any] | None =
     """``vllm.LLM`` on ``model_dir`` (``engine_args``: the config's ``eval.vllm``), batch-invariant where
     ``reproducible`` asks it on a GPU (``batch_invariance``), with no kernel compiled at run time and its
     sockets' paths short (`vicurl.vllm_env`)."""
-    from vllm import LLM
-
     from vicurl import vllm_env
 
-    vllm_env.prepare()
+    vllm_env.prepare()  # before vLLM's import: a release that reads its variables at import still sees them
     os.environ.update(batch_invariance(reproducible))
+    from vllm import LLM
+
     return LLM(model=str(model_dir), seed=int(seed), **(engine_args or {}))
 
 

@@ -256,8 +256,10 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
                             vocab_size=int(AutoConfig.from_pretrained(model_path).vocab_size))
     write_json(work / "verl_overrides.json", ov)
     # the run's temp folder (Ray's session, vLLM's sockets, verl's locks) and socket links: on this node alone, and
-    # removed once every process of the run has ended
-    with vllm_env.private_temp(env) as temp, vllm_env.short_sockets({**env, **temp}, ray=True) as sockets:
+    # removed once every process of the run has ended, a stop signal outside `supervise.run` (while the failed
+    # run's logs are copied, say) included
+    with (supervise.stops_unwind(), vllm_env.private_temp(env) as temp,
+          vllm_env.short_sockets({**env, **temp}, ray=True) as sockets):
         try:
             supervise.run([sys.executable, "-m", "vicurl.engines.verl.fit", str(work / "verl_overrides.json")],
                           env={**env, **temp, **sockets}, progress=work / workdir.PROGRESS,

@@ -20,6 +20,7 @@ then the shared memory they left is removed (`vicurl.processes`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -62,6 +63,7 @@ def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: d
     held: list[int] = []
     previous = _trap_signals(lambda signum, frame: held.append(signum))
     proc = subprocess.Popen(list(cmd), env=env, start_new_session=True)
+    log.info("verl's loop started (pid %d); a step may take %g minutes (verl.step_timeout)", proc.pid, step_timeout / 60)
     shared = processes.SharedMemoryNotes()  # vLLM's queues: Ray's shutdown SIGKILLs engines, which leaves them
     stop_watching = shared.watch(lambda: [p.pid for p in run_processes(proc)])  # the processes end_session ends
     try:
@@ -246,6 +248,24 @@ def _error_lines(path: Path, tail: int = 2_000_000) -> list[str]:
         f.seek(max(0, path.stat().st_size - tail))
         text = f.read().decode(errors="replace")
     return [line.strip() for line in text.splitlines() if re.search(r"\bERROR\b|Error\b|Exception\b", line)]
+
+
+@contextlib.contextmanager
+def stops_unwind():
+    """In this block SIGTERM and SIGHUP raise SystemExit(128 + signal) and SIGINT KeyboardInterrupt, so that every
+    ``finally`` and ``with`` around the caller's work runs (a job's temp folder removed): Python's default for
+    SIGTERM and SIGHUP ends the process at once. `run` sets its own handlers inside it."""
+    previous = _trap_signals(_unwind)
+    try:
+        yield
+    finally:
+        _restore_signals(previous)
+
+
+def _unwind(signum, frame):
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
 
 
 def _raise_stop(signum, frame):
