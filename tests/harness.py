@@ -90,18 +90,9 @@ def alive(pids) -> list[int]:
 
 def shared_memory_left(inodes) -> list[str]:
     """The files of /dev/shm among ``inodes`` (`vicurl.processes.shared_memory_of`: what processes mapped)."""
-    import os
+    from vicurl.processes import shared_memory_files
 
-    from vicurl.processes import SHM
-
-    left = []
-    for name in os.listdir(SHM):
-        try:
-            if os.stat(SHM + name, follow_symlinks=False).st_ino in inodes:
-                left.append(name)
-        except OSError:  # removed meanwhile
-            pass
-    return left
+    return sorted(shared_memory_files(inodes))
 
 
 def cmdline(p) -> list[str]:

@@ -173,18 +173,24 @@ def shared_memory_of(pids) -> set[int]:
     return found
 
 
+def shared_memory_files(inodes) -> dict[str, int]:
+    """The files of /dev/shm whose inodes are among ``inodes`` (from `shared_memory_of`): path -> inode."""
+    inodes = set(inodes)
+    found = {}
+    for name in os.listdir(SHM) if inodes else ():
+        try:
+            inode = os.stat(SHM + name, follow_symlinks=False).st_ino
+        except OSError:  # removed meanwhile
+            continue
+        if inode in inodes:
+            found[SHM + name] = inode
+    return found
+
+
 def remove_shared_memory(files) -> list[str]:
     """Unlink the files of /dev/shm whose inodes are among ``files`` (from `shared_memory_of`, noted while their
     processes ran) and that no process maps any more; returns the paths removed."""
-    files = set(files)
-    left = {}
-    for name in os.listdir(SHM) if files else ():
-        try:
-            inode = os.stat(SHM + name, follow_symlinks=False).st_ino
-        except OSError:
-            continue
-        if inode in files:
-            left[SHM + name] = inode
+    left = shared_memory_files(files)
     if not left:
         return []
     in_use = shared_memory_of(int(d) for d in os.listdir("/proc") if d.isdigit())

@@ -870,7 +870,8 @@ from verl.utils import torch_functional as verl_F
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
 
-dist.init_process_group("gloo", init_method=os.environ["RENDEZVOUS"], rank=0, world_size=1)  # no LOCAL_RANK: torch's mesh would pick a CUDA device
+# no LOCAL_RANK: torch's mesh would pick a CUDA device
+dist.init_process_group("gloo", init_method=os.environ["RENDEZVOUS"], rank=0, world_size=1)
 actor = OmegaConf.load(sys.argv[2])
 engine = FSDPEngine(omega_conf_to_dataclass(OmegaConf.load(sys.argv[1])), omega_conf_to_dataclass(actor.fsdp_config),
                     omega_conf_to_dataclass(actor.optim), omega_conf_to_dataclass(actor.checkpoint))

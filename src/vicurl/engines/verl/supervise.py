@@ -93,9 +93,7 @@ def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: d
         if not isinstance(e, _Stop):
             raise
         log.error("%s: ended verl's loop (%d processes)", signal.Signals(e.signum).name, n)
-        if e.signum == signal.SIGINT:
-            raise KeyboardInterrupt from None
-        raise SystemExit(128 + e.signum) from None
+        raise _stopped_by(e.signum) from None
     finally:
         stop_watching()
         _restore_signals(previous)
@@ -263,9 +261,13 @@ def stops_unwind():
 
 
 def _unwind(signum, frame):
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise SystemExit(128 + signum)
+    raise _stopped_by(signum)
+
+
+def _stopped_by(signum: int) -> BaseException:
+    """What a process stopped by ``signum`` raises: KeyboardInterrupt for SIGINT, as Python's default does, else
+    SystemExit(128 + signal), the exit code of a process a signal ended."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else SystemExit(128 + signum)
 
 
 def _raise_stop(signum, frame):
