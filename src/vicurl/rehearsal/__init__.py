@@ -2,7 +2,7 @@
 tiny model in Qwen2.5-Instruct's chat format, made-up DeepScaleR and AMC 2023 rows), on a GPU with
 the GPU path's own settings, or on a CPU with vLLM's CPU build. What differs between the two is
 config/gpu_smoke_cpu.yaml and `vicurl.cpu_rehearsal` (the CPU's settings and environment), nothing
-else (docs/verl.md, "The smoke DAG without the Hub").
+else (docs/verl.md, "The GPU path on a CPU").
 
     python -m vicurl.rehearsal gpu [SNAKEMAKE ARGS]   # make rehearse-gpu -> results/gpu_smoke_offline/
     python -m vicurl.rehearsal cpu [SNAKEMAKE ARGS]   # make rehearse     -> results/gpu_smoke_cpu/

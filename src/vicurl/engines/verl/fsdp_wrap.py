@@ -5,8 +5,8 @@ verl 0.9.1 wraps an untied ``lm_head`` as an FSDP2 unit of its own (``verl/utils
 reads ``self.lm_head.weight`` directly, never calling that unit's forward, so the weight is never
 unsharded and the matmul meets a sharded DTensor (``aten.mm.default: got mixed torch.Tensor and
 DTensor``; verl issue #7520). In the root unit it is unsharded with the root's own parameters for the
-whole forward and backward. Three of the paper's models are untied (R1-Distill-Qwen-1.5B,
-Qwen2.5-Math-7B, Qwen2.5-7B-Instruct); tied models are wrapped as before.
+whole forward and backward. Two of the paper's four models are untied (R1-Distill-Qwen-1.5B,
+Qwen2.5-Math-7B); tied models are wrapped as before.
 
 The cost: the root unit is gathered for the whole forward and the whole backward (it holds the others), so
 the head is whole on every rank during both (vocabulary x hidden x 2 bytes: 0.47 GB at the 1.5B shape,
