@@ -24,7 +24,6 @@ extrapolates each job to this CPU as well: why these rules need the GPU.
 
     .venv/bin/python measurements/gpu_time_estimate.py                # measure (about a minute), then the table
     .venv/bin/python measurements/gpu_time_estimate.py --no-measure   # the table alone
-    .venv/bin/python measurements/gpu_time_estimate.py --no-measure --logprob-s-per-token 1.54e-4  # verl's per-row loop
 """
 
 from __future__ import annotations

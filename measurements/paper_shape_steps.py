@@ -17,7 +17,7 @@ GPU (every process: vLLM and the actor; NVML's count), sampled every 0.5 s. The 
 gpu_time_estimate.py's throughput assumptions and gpu_memory.py's factors come from here (name the
 card; converting to an A100 is an assumption). One GPU holds the 1.5B and 3B shapes on an 80 GB card;
 the 7B shape, and any shape on a 40 GB A100, needs the paper's 8 GPUs (--gpus 8: its weights and AdamW
-moments are sharded over them; docs/paper.md, "GPU memory"). On an H200 a run takes about 3 minutes to
+moments are sharded over them; docs/paper.md, "GPU memory (estimated)"). On an H200 a run takes about 3 minutes to
 its first rollout (docs/verl.md, "What has run on a GPU").
 
     python measurements/paper_shape_steps.py --out /tmp/shape                       # a GPU: 16 prompts, 3 steps

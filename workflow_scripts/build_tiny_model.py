@@ -1,4 +1,4 @@
-"""Rule build_tiny_model: tokenizer + tiny Qwen2 model, supervised on worked solutions."""
+"""Rule build_tiny_model: tokenizer + tiny Llama-architecture model, supervised on worked solutions."""
 import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
 import json

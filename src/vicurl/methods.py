@@ -1,6 +1,6 @@
 """The method catalog: every curriculum and reward source, and what the rest of the code asks of it.
 
-Plain Python (no torch import): the Snakefile's parse, the config checks (`vicurl.runs.check`),
+Plain Python (no torch import): the Snakefile's parse, the config checks (`vicurl.checks.check`),
 the verl engine's refusals and the report read it. An implementation is named by its import path
 (``module:attribute``) and imported only when a run needs it (`load`).
 

@@ -5,7 +5,8 @@
                    and seed); the defaults are the paper's hyperparameter table. Both engines, the
                    verl launcher, the probes and the scripts read these attributes.
 ``VerlSettings``   the config's ``verl`` section (the hardware of a verl run); config/schema.yaml
-                   documents each key and holds the same defaults (a test keeps them equal).
+                   documents each key; the defaults are written here only (a test keeps the schema
+                   free of them).
 ``SamplingSettings``  what the evaluation generators sample with (``eval``, ``prompt_stats``)
 """
 

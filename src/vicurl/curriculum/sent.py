@@ -1,7 +1,7 @@
 """SENT (semantic-entropy curriculum), the paper's oracle-reward baseline.
 
-Before training, the initial policy answers every training prompt G times (rule
-``prompt_stats``); the answers are clustered by equivalence as in EMPO and each prompt gets
+Before training, the initial policy answers every training prompt k times (rule
+``prompt_stats``, ``prompt_stats.k``); the answers are clustered by equivalence as in EMPO and each prompt gets
 its semantic entropy  H = -sum_c p_c log p_c  (p_c: share of the answers in cluster c; a
 response without an answer is a cluster of its own). Training then runs low entropy first,
 in two stages [stage split ours]: the first half of the steps draws its batches from the
