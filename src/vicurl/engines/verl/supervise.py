@@ -55,7 +55,7 @@ def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: d
     each step. Raises `LoopFailed` (exit code, stall, lost engine, lost parent), KeyboardInterrupt on
     SIGINT and SystemExit(128 + signal) on SIGTERM or SIGHUP, each after ending every process of the
     run; a loop that ends well leaves none either. Ending takes ``end_grace`` seconds at most before SIGKILL and
-    15 more at most after it (`vicurl.processes.end`, the reap), so that a stopped job is gone, its temp folder
+    12 more at most after it (`vicurl.processes.end`), so that a stopped job is gone, its temp folder
     and shared memory removed, within SLURM's default KillWait (30 s)."""
     watch = _Watch(Path(progress), step_timeout, engine_grace, os.getppid() if exit_with_parent else None)
     # a signal while the loop starts is held until it has started (the default would end this process and
