@@ -11,7 +11,8 @@
 2. Speed: gradings per second on the same (response, gold) pairs, for the project's grader
    (``grade_batch``: fast paths, then math-verify in the worker pool; cold cache, warm workers)
    and for math-verify called directly in this process (``verify(parse(gold), parse(response))``
-   with its default signal-based timeouts, LaTeX extraction).
+   with its default signal-based timeouts, LaTeX extraction); and the CPU seconds of the slowest comparison
+   in the pool, against its budget.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def main() -> None:
     args = ap.parse_args()
     pool = symbolic.configure(workers=args.workers)
     print(f"benchmarks: {rb.BENCH_DIR} (prepared by vicurl.data), schema fixtures: {rb.FIXTURES}")
-    print(f"grading workers: {pool.n_workers}, per-item timeout {pool.timeout:.0f} s\n")
+    print(f"grading workers: {pool.n_workers}, per-item budget {pool.cpu_seconds:.0f} CPU seconds\n")
 
     print(f"{'file':36s} {'n':>5s} {'self correct':>13s} {'rewritten':>10s} {'cross correct':>14s} {'same gold':>10s}")
     all_problems, all_texts = [], []
@@ -130,8 +131,9 @@ def main() -> None:
         (extract_boxed(t), p["answer"]) for t, p in zip(texts2, problems2)
         if p["answer_type"] == "math" and equiv.fast_equiv(extract_boxed(t), p["answer"]) is None))
     t0 = time.perf_counter()
-    pool.equiv(undecided)
+    answers = pool.run([{"op": "equiv", "pred": p, "gold": g} for p, g in undecided])
     symbolic_rate = len(undecided) / (time.perf_counter() - t0)
+    slowest = max(answers, key=lambda r: r.get("cpu", 0.0), default={})
     print(f"\nspeed on {len(texts2)} (response, gold) pairs of the files above (self + cross):")
     rows = [(f"project grader, cold cache, {pool.n_workers} worker(s)", ours),
             ("project grader, warm cache", cached),
@@ -139,6 +141,8 @@ def main() -> None:
             ("math-verify directly, one process", direct)]
     for label, rate in rows:
         print(f"  {label:62s} {rate:10.1f} gradings/s")
+    print(f"slowest comparison in the pool: {slowest.get('cpu', 0.0):.3f} CPU seconds of its {pool.cpu_seconds:g}"
+          f"{' (timed out)' if slowest.get('timeout') else ''}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ Every response below is graded by every answer type's grader (``grade_batch``, t
 ``grade`` rule and the rewards take) against a single-part gold and, for the math grader, a
 several-part gold as well (all boxes of the final answer are read then). The time printed is the
 work done in the calling process: extraction, normalization, the fast paths. Comparisons that
-reach math-verify run in the worker pool, each under its hard timeout (``VICURL_GRADER_TIMEOUT``);
+reach math-verify run in the worker pool, each under its CPU budget (``symbolic.CPU_SECONDS``);
 answers longer than ``equiv.MAX_SYMBOLIC_CHARS`` are never sent there. The last column says how
 many items a response sent to the pool (short answers left after the whitespace is stripped).
 Prints one row per response (its size and the slowest answer type) and the worst case overall.

@@ -20,10 +20,10 @@ def bos_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def small_pool():
-    """A 2-worker symbolic grading pool with a 10 s timeout, closed after the module."""
+    """A 2-worker symbolic grading pool with the default CPU budget, closed after the module."""
     from vicurl.grading import symbolic
 
-    pool = symbolic.configure(workers=2, timeout=10)
+    pool = symbolic.configure(workers=2, cpu_seconds=symbolic.CPU_SECONDS)
     yield pool
     pool.close()
 

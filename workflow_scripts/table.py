@@ -7,12 +7,14 @@ from vicurl.io import atomic_path, write_text
 from vicurl.report.cells import table_cells
 from vicurl.report.latex import render
 from vicurl.report.layouts import table_spec
+from vicurl.report.notes import table_notes
 from vicurl.workflow import setup
 
 log = setup(snakemake)
 t = snakemake.params.table
-cells = table_cells(t, pd.read_csv(snakemake.input[0]))
-write_text(snakemake.output.tex, render(table_spec(t), cells))
+scores = pd.read_csv(snakemake.input[0])
+cells = table_cells(t, scores)
+write_text(snakemake.output.tex, render(table_spec(t), cells, table_notes(t, scores)))
 with atomic_path(snakemake.output.cells) as tmp:
     cells.to_csv(tmp, index=False)
 log.info("table %s (%s): %d cells", t["name"], t["type"], len(cells))

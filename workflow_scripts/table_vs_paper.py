@@ -7,17 +7,19 @@ from vicurl.io import atomic_path, write_text
 from vicurl.report.cells import table_cells
 from vicurl.report.compare import compare_cells, render_comparison
 from vicurl.report.layouts import table_spec
+from vicurl.report.notes import table_notes
 from vicurl.report.paper import load_paper_numbers, paper_cells
 from vicurl.workflow import setup
 
 log = setup(snakemake)
 t = snakemake.params.table
 spec = table_spec(t)
-ours = table_cells(t, pd.read_csv(snakemake.input.scores))
+scores = pd.read_csv(snakemake.input.scores)
+ours = table_cells(t, scores)
 paper = paper_cells(load_paper_numbers(snakemake.input.paper), t["paper"])
 if paper.empty:
     raise ValueError(f"{snakemake.input.paper}: no numbers for the paper's table {t['paper']!r}")
-write_text(snakemake.output.tex, render_comparison(spec, ours, paper))
+write_text(snakemake.output.tex, render_comparison(spec, ours, paper, table_notes(t, scores)))
 diff = compare_cells(spec, ours, paper)
 with atomic_path(snakemake.output.csv) as tmp:
     diff.to_csv(tmp, index=False)

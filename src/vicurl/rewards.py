@@ -6,7 +6,8 @@ Each source maps one prompt's ``Group`` (its G response texts and what the sourc
 `vicurl.methods.REWARDS` says what the engines ask of each. Answers are extracted and compared by
 the grader of the problem's answer type, so voting and clustering use the same equivalence as
 evaluation. ``group_rewards``, what an engine calls for a batch, first sends every comparison the
-batch needs to the worker pool at once, so the per-group functions only hit the cache. See
+batch needs to the worker pool at once, so the per-group functions only hit the cache, and counts
+the comparisons whose CPU budget ran out (``reward/timeouts``: each reads as "not equal"). See
 docs/algorithms.md.
 """
 
@@ -21,6 +22,7 @@ import numpy as np
 import torch
 
 from vicurl import methods
+from vicurl.grading import verdicts
 from vicurl.grading.classes import clusters, majority_class
 from vicurl.grading.equiv import distinct
 from vicurl.grading.extract import extract_boxed
@@ -82,7 +84,7 @@ def oracle(group: Group) -> GroupReward:
     ok = at.same([(answers[i], gold) for i in idx], [group.problem] * len(idx)) if idx else []
     rewards = [0.0] * len(answers)
     for i, v in zip(idx, ok):
-        rewards[i] = float(v)
+        rewards[i] = float(bool(v))  # a timeout scores 0, as a wrong answer
     return GroupReward(rewards, info={"no_answer": sum(a is None for a in answers) / max(len(answers), 1)})
 
 
@@ -191,8 +193,9 @@ def group_rewards(
 
     ``entropies``: (N,) mean token entropy of each rollout under pi_old (the entropy reward).
     ``vote_texts``: per prompt, the texts that vote (TTRL with n_votes > G). Metrics are named
-    ``reward/...``: the mean reward, the kept share of prompts, the no-answer rate, and the
-    source's own (majority share, semantic entropy, format-penalized share).
+    ``reward/...``: the mean reward, the kept share of prompts, the no-answer rate, the number of
+    distinct comparisons that timed out, and the source's own (majority share, semantic entropy,
+    format-penalized share).
     """
     params = dict(params or {})
     check_params(name, params)
@@ -216,7 +219,7 @@ def group_rewards(
         )
         for j in range(b)
     ]
-    _prefetch(name, groups)
+    timeouts = _prefetch(name, groups)
     fn = source(name)
     results = [fn(grp, **params) for grp in groups]
     rewards = torch.tensor([r for res in results for r in res.rewards], dtype=torch.float32)
@@ -226,6 +229,7 @@ def group_rewards(
         f"reward/{name}/mean": float(rewards.mean()) if len(rewards) else 0.0,
         f"reward/{name}/kept": float(keep.float().mean()) if len(keep) else 1.0,
         "reward/no_answer": float(np.mean(no_answer)) if no_answer else 0.0,
+        "reward/timeouts": float(timeouts),
     }
     for key in ("majority_share", "semantic_entropy", "n_classes", "format_penalized"):
         vals = [res.info[key] for res in results if key in res.info]
@@ -234,12 +238,16 @@ def group_rewards(
     return BatchRewards(rewards, keep, metrics, [res.info for res in results])
 
 
-def _prefetch(name: str, groups: Sequence[Group]) -> None:
-    """Run every comparison the batch will need at once, so the worker pool works in parallel."""
+def _prefetch(name: str, groups: Sequence[Group]) -> int:
+    """Run every comparison the batch will need at once, so the worker pool works in parallel; returns how
+    many of the distinct comparisons timed out (from the verdicts, cached or not, so a resumed run logs the
+    same count)."""
     by_type: dict[str, list[tuple[str, str]]] = {}
     for grp in groups:
         by_type.setdefault(grp.answer_type, []).extend(_needed_pairs(name, grp))
+    timeouts = 0
     for t, pairs in by_type.items():
-        if pairs and t == "math":  # the other types compare in microseconds
+        if pairs:
             uniq = list(dict.fromkeys(pairs))
-            ANSWER_TYPES[t].same(uniq, [{}] * len(uniq))
+            timeouts += verdicts.count(ANSWER_TYPES[t].same(uniq, [{}] * len(uniq)))
+    return timeouts

@@ -177,3 +177,21 @@ def test_grade_run_is_grade_checkpoint_per_step_without_the_texts():
     assert records[2]["pass@1"] == pytest.approx(6 / 8) and records[0]["pass@1"] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="no checkpoints"):
         grade_run(iter(()), probs, ks=(1,), identity=run)
+
+
+def test_a_timeout_is_a_verdict_of_its_own_scored_incorrect(monkeypatch):
+    """A comparison whose CPU budget ran out: the record says timeout, it scores as incorrect, the score counts it."""
+    from vicurl.grading.verdicts import TIMEOUT
+
+    real = GRADERS["math"]
+
+    def grader(texts, problems):
+        graded = real(texts, problems)
+        return [(ex, TIMEOUT if "frac{1}{3}" in t else ok) for t, (ex, ok) in zip(texts, graded)]
+
+    monkeypatch.setitem(GRADERS, "math", grader)
+    g = grade_records(samples(), problems())
+    assert g["timeout"].tolist() == [False] * 7 + [True] and g["timeout"].dtype == bool
+    assert g["correct"].tolist() == [True, False, False, True, True, True, False, False]
+    s = score(g, ks=(1,))
+    assert s["n_timeouts"] == 1 and s["pass@1"] == pytest.approx(0.5)  # 2 of 4 correct on each problem

@@ -1,26 +1,28 @@
-"""Pathological answers: every grading returns within the timeout with a score, and nothing runs.
+"""Pathological answers: every grading ends with a verdict (True, False or a timeout at the item's CPU budget),
+none needs the pool's hang guard, and nothing runs.
 
-The per-item timeout is 3 s here (10 s by default); each check allows that plus a margin.
+The per-item CPU budget is 3 s here (10 s by default). tests/unit/test_grading_under_load.py shows the
+verdicts do not depend on the machine's load.
 """
 
 import builtins
 import os
 import signal
-import time
+import threading
 
 import pytest
 
 from vicurl.grading import equiv, symbolic
 from vicurl.grading.graders import ANSWER_TYPES, grade_batch
+from vicurl.grading.verdicts import TIMEOUT
 from vicurl.rewards import Group, majority_vote, semantic
 
-TIMEOUT = 3.0
-MARGIN = 4.0  # the caller's own parsing and the kill; a replaced worker's restart is waited for untimed (start)
+BUDGET = 3.0
 
 
 @pytest.fixture(scope="module")
 def pool():
-    p = symbolic.configure(workers=2, timeout=TIMEOUT)
+    p = symbolic.configure(workers=2, cpu_seconds=BUDGET)
     yield p
     p.close()
 
@@ -66,21 +68,19 @@ def no_eval_in_process(monkeypatch):
 
 
 @pytest.mark.parametrize("answer_type", sorted(ANSWER_TYPES))
-def test_pathological_inputs_return_in_time_and_execute_nothing(pool, tmp_path, answer_type, no_eval_in_process):
+def test_pathological_inputs_end_with_a_verdict_and_execute_nothing(pool, tmp_path, answer_type, no_eval_in_process):
     marker = tmp_path / "pwned_xyz"
     cases = pathological(str(marker))
     golds = ["1", "(x+1)^2", "\\frac{1}{2}", "9^{9^{9^{9}}}"]  # a pathological gold too
+    hung = pool.stats["hung"]
     for name, text in cases.items():
         for gold in golds:
             problem = {"answer": gold, "answer_type": answer_type, "options": ["a", "b", "c", "d"]}
-            pool.start()  # a worker killed by the last item restarts outside the timed check
-            t0 = time.monotonic()
             (extracted, correct), = grade_batch([text], [problem])
-            took = time.monotonic() - t0
-            assert took < TIMEOUT + MARGIN, f"{name} vs {gold!r} ({answer_type}) took {took:.1f} s"
-            assert isinstance(correct, bool)
+            assert isinstance(correct, bool) or correct is TIMEOUT, f"{name} vs {gold!r} ({answer_type}): {correct!r}"
             if name == "empty_box":
                 assert extracted is None and correct is False
+    assert pool.stats["hung"] == hung, "an item needed the wall-clock guard"
     assert not marker.exists(), "model text was executed"
     assert no_eval_in_process == []
 
@@ -103,31 +103,38 @@ def test_rewards_on_pathological_groups(pool, tmp_path):
     cases = pathological(str(marker))
     texts = [cases[k] for k in ("tower", "100kb_sum", "unbalanced", "empty_box", "payload", "payload_eval", "payload")]
     texts.append("\\boxed{1}")
-    pool.start()  # workers an earlier test's timeouts replaced: their imports are not what is timed
+    hung = pool.stats["hung"]
     for fn in (majority_vote, semantic):
-        t0 = time.monotonic()
         r = fn(Group(texts=texts))
         assert len(r.rewards) == len(texts)
-        # every distinct pair may cost the timeout at worst; in practice math-verify gives up first
-        assert time.monotonic() - t0 < 30
+    assert pool.stats["hung"] == hung
     assert not marker.exists()
 
 
-def test_a_stuck_worker_is_killed_and_replaced(pool):
-    """An item that never returns (sympy inside C code) costs the timeout; the pool carries on."""
-    pool.start()  # the workers the last test's timeouts replaced: their imports are not what is timed
-    started = pool.stats["started"]
-    t0 = time.monotonic()
-    res = pool.run([{"op": "block"}, {"op": "equiv", "pred": "2/4", "gold": "0.5"}, {"op": "block"}])
-    took = time.monotonic() - t0
-    assert res[0]["error"] == res[2]["error"] == "timeout" and res[1]["ok"] is True
-    assert took < 2 * TIMEOUT + MARGIN
-    assert pool.stats["started"] == started + 2  # each stuck worker killed and replaced
-    timeouts = pool.stats["timeouts"]
-    # fresh workers answer (a cheap pair: the test pool's math-verify alarms are 1 s of wall time, which an
-    # expansion like (a+b)^2 overran under CI's full load)
-    assert pool.equiv([("2x", "x+x")]) == [True]
-    assert pool.stats["timeouts"] == timeouts
+def test_a_hung_worker_is_replaced_and_its_item_tried_once_more():
+    """An item that neither answers nor uses CPU time (a deadlock) is ended by the wall-clock guard, tried again
+    in a fresh worker, then counted as a timeout; the pool carries on. The guard is 2 s here (its default is
+    far above any CPU budget: ``symbolic.guard_for``)."""
+    pool = symbolic.SymbolicPool(workers=2, cpu_seconds=BUDGET, guard_seconds=2.0)
+    try:
+        pool.start()
+        started = pool.stats["started"]
+        res = pool.run([{"op": "block"}, {"op": "equiv", "pred": "2/4", "gold": "0.5"}, {"op": "block"}])
+        assert res[0] == res[2] == {"timeout": True, "error": "hung"} and res[1]["ok"] is True
+        assert pool.stats["hung"] == 4  # each block: the first worker and the one that tried again
+        assert pool.stats["started"] == started + 4
+        assert pool.equiv([("2x", "x+x")]) == [True]
+    finally:
+        pool.close()
+
+
+def test_a_crashed_item_is_tried_once_more_in_a_fresh_worker(pool):
+    """A worker that dies in the middle of an item (killed by the OS) loses nothing: a fresh one grades it."""
+    pool.start()
+    victim = pool._workers[0].proc
+    threading.Timer(0.5, lambda: os.kill(victim.pid, signal.SIGKILL)).start()
+    [res] = pool.run([{"op": "burn", "cpu": 1.5}])
+    assert victim.returncode == -signal.SIGKILL and res["ok"] is True
 
 
 def test_start_waits_until_every_worker_can_answer(pool):

@@ -182,6 +182,30 @@ def test_group_rewards_batch():
     assert m.rewards.tolist() == [0, 0, 1, 0, 1, 0, 0, 0]
 
 
+def test_comparisons_that_timed_out_are_counted_in_the_steps_metrics():
+    """A rollout whose comparison ran out of its CPU budget scores 0 (the oracle) or forms a class of its own (a
+    vote); the step's ``reward/timeouts`` counts the distinct comparisons that did, cached or not, and a step's
+    two parts (VCRL's replay) add their counts."""
+    from vicurl.engines.step import mean_metrics
+    from vicurl.grading import equiv, symbolic
+
+    equiv.cache_clear()
+    pool = symbolic.configure(workers=2, cpu_seconds=1.0)
+    try:
+        tower = box("9^{9^{9^{9}}}")
+        texts = [box("1"), tower, box("1"), box("2")]
+        for _ in range(2):  # computed, then from the cache: the same count
+            o = group_rewards("oracle", {}, texts, ["1"], group_size=4)
+            assert o.rewards.tolist() == [1, 0, 1, 0] and o.metrics["reward/timeouts"] == 1
+        m = group_rewards("majority_vote", {}, texts, [""], group_size=4)
+        assert m.rewards.tolist() == [1, 0, 1, 0] and m.metrics["reward/timeouts"] == 2  # tower vs 1 and vs 2
+    finally:
+        equiv.cache_clear()
+        symbolic.configure(workers=2, cpu_seconds=symbolic.CPU_SECONDS)
+    both = mean_metrics({"reward/timeouts": 1.0, "reward/mean": 0.5}, 4, {"reward/timeouts": 2.0, "reward/mean": 1.0}, 4)
+    assert both == {"reward/timeouts": 3.0, "reward/mean": 0.75}
+
+
 def test_unknown_reward_parameter_is_named():
     with pytest.raises(ValueError, match="n_vote"):
         check_params("majority_vote", {"n_vote": 3})

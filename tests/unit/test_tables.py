@@ -208,3 +208,23 @@ def test_breakdown_and_no_data():
     empty = table_cells(t, scores().iloc[:0])
     assert empty.empty
     assert render(layouts.table_spec(t), empty).count("--") == 4
+
+
+# ---- notes under a table ------------------------------------------------------------------------
+
+def test_notes_count_timeouts_and_name_rows_with_other_seed_counts():
+    from vicurl.report.notes import table_notes
+
+    t, _ = one({"type": "main", "study": "s"})
+    assert table_notes(t, scores()) == []  # every row 2 seeds, nothing timed out
+    timed_out = scores().assign(n_timeouts=0)
+    timed_out.loc[(timed_out["curriculum"] == "vicurl") & (timed_out["step"] == 20), "n_timeouts"] = 3
+    timed_out.loc[(timed_out["curriculum"] == "vicurl") & (timed_out["step"] == 10), "n_timeouts"] = 100  # not read
+    [note] = table_notes(t, timed_out)
+    # 2 seeds x 2 benchmarks of the VI-CuRL row at step 20; every row read: 3 rows x 2 seeds x 2 benchmarks x 40 samples
+    assert note.startswith("12 graded samples of 480 ran out of the grader's CPU budget")
+    one_seed = scores()[lambda d: ~((d["curriculum"] == "vicurl") & (d["seed"] == 1))]
+    [note] = table_notes(t, one_seed)
+    assert note == "Rows differ in their numbers of seeds: 2 seeds each, but VI-CuRL: 1 seed."
+    tex = render(layouts.table_spec(t), table_cells(t, one_seed), table_notes(t, one_seed))
+    assert tex.index("\\end{tabular}") < tex.index("Note. Rows differ") < tex.index("\\end{table*}")

@@ -223,8 +223,8 @@ def test_grader_version_bump_regrades_without_regenerating(tmp_path):
     assert built.returncode == 0, built.stderr[-3000:]
     again = snakemake(tmp_path, "-n", target, configs=smoke)
     assert "Nothing to be done" in again.stdout + again.stderr
-    bump = tmp_path / "grader_v2.yaml"
-    bump.write_text("grading: {version: 2}\n")
+    bump = tmp_path / "grader_v3.yaml"
+    bump.write_text("grading: {version: 3}\n")
     plan = snakemake(tmp_path, "-n", target, configs=[*smoke, bump])
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert job_counts(plan.stdout) == {"grade": 1}, plan.stdout[-3000:]  # no generate job

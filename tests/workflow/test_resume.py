@@ -68,7 +68,7 @@ def test_killed_training_resumes_from_its_checkpoint_with_identical_metrics(tmp_
     prov = json.loads((tmp_path / RUN / "provenance.json").read_text())
     assert prov["run"] == {"study": "main", "model": "tiny", "setting": "oracle-vicurl", "seed": 0}
     assert prov["settings"]["total_steps"] == 16 and prov["config"]["scenario"] == "smoke"
-    assert prov["config"]["grading"]["version"] == 1  # schema defaults resolved
+    assert prov["config"]["grading"]["version"] == 2  # schema defaults resolved
     assert prov["packages"]["torch"] and prov["git"]["commit"]
     assert prov["model"] == {"dir": "results/smoke/models/tiny/base"}  # built here: no Hub commit
     # one training prompt as the model saw it (the smoke model's tokenizer has no chat template: raw text)

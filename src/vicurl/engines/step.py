@@ -135,9 +135,16 @@ def rollout_metrics(rewards: torch.Tensor, correct: torch.Tensor, lengths: torch
     }
 
 
+COUNT_METRICS = ("reward/timeouts",)  # counts of a step, summed over its parts rather than averaged
+
+
 def mean_metrics(a: dict[str, float], na: int, b: dict[str, float], nb: int) -> dict[str, float]:
-    """Per-prompt means of two parts of a step (VCRL's replay), weighted by their numbers of prompts."""
-    return {k: (a[k] * na + b[k] * nb) / max(na + nb, 1) if k in a and k in b else a.get(k, b.get(k)) for k in {**a, **b}}
+    """Per-prompt means of two parts of a step (VCRL's replay), weighted by their numbers of prompts;
+    the counts (``COUNT_METRICS``) summed."""
+    def both(k: str) -> float:
+        return a[k] + b[k] if k in COUNT_METRICS else (a[k] * na + b[k] * nb) / max(na + nb, 1)
+
+    return {k: both(k) if k in a and k in b else a.get(k, b.get(k)) for k in {**a, **b}}
 
 
 def finite_metrics(metrics: dict) -> dict:

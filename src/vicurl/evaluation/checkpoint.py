@@ -20,7 +20,7 @@ from vicurl.evaluation.grade import grade_records
 from vicurl.evaluation.score import score
 
 VERDICT_COLUMNS = ["step", "benchmark", "problem_id", "sample_idx", "extracted", "correct", "no_answer",
-                   "n_tokens", "truncated"]
+                   "timeout", "n_tokens", "truncated"]
 
 
 def grade_checkpoint(samples: Mapping[str, pd.DataFrame], problems: Mapping[str, pd.DataFrame],

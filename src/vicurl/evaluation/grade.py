@@ -1,9 +1,10 @@
 """Grade sampled responses against the gold answers (no model text is ever evaluated).
 
 ``grade_records`` joins the samples (``problem_id``) with the normalized problems (``id``) and adds
-``extracted`` (None: nothing found), ``correct`` and ``no_answer`` (always scored incorrect).
+``extracted`` (None: nothing found), ``correct``, ``no_answer`` and ``timeout`` (the comparison's CPU
+budget ran out before a verdict); no answer and a timeout are scored incorrect.
 Grading dispatches on ``answer_type`` through ``GRADERS``: per type a *batch* grader
-``fn(texts, problems) -> list[(extracted, correct)]`` (``vicurl.grading.graders``), so the math
+``fn(texts, problems) -> list[(extracted, verdict)]`` (``vicurl.grading.graders``), so the math
 grader can send its undecided pairs to the worker pool at once. ``register_grader`` adds or
 replaces one, ``per_item`` wraps a one-response function. An answer type without a grader, or a
 sample whose problem id is unknown, is an error naming it. See docs/evaluation.md.
@@ -16,8 +17,9 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from vicurl.grading.graders import ANSWER_TYPES, grader_for
+from vicurl.grading.verdicts import TIMEOUT, Verdict
 
-GradeResult = tuple["str | None", bool]
+GradeResult = tuple["str | None", Verdict]
 BatchGrader = Callable[[Sequence[str], Sequence[Mapping[str, Any]]], list[GradeResult]]
 
 
@@ -50,7 +52,7 @@ def register_grader(answer_type: str, fn: BatchGrader) -> None:
 def grade_records(samples: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame:
     """Samples (``problem_id``, ``text``, ...) + problems (normalized schema) -> graded samples.
 
-    Keeps every sample column and row order, and adds ``extracted``, ``correct``, ``no_answer``.
+    Keeps every sample column and row order, and adds ``extracted``, ``correct``, ``no_answer``, ``timeout``.
     """
     for col in ("problem_id", "text"):
         if col not in samples.columns:
@@ -78,6 +80,7 @@ def grade_records(samples: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame
     pids = pids.reset_index(drop=True)
     extracted: list[str | None] = [None] * len(out)
     correct = [False] * len(out)
+    timeout = [False] * len(out)
     row_types = by_id.loc[pids, "answer_type"].to_numpy() if len(out) else []
     texts = out["text"].tolist()
     records = {pid: row for pid, row in zip(by_id.index, by_id.to_dict("records"))}
@@ -90,7 +93,9 @@ def grade_records(samples: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame
         for i, (ex, ok) in zip(idx, results):
             extracted[i] = _clean(ex)
             correct[i] = bool(ok) and extracted[i] is not None
+            timeout[i] = ok is TIMEOUT and extracted[i] is not None
     out["extracted"] = pd.Series(extracted, dtype=object)
     out["correct"] = pd.Series(correct, dtype=bool)
     out["no_answer"] = out["extracted"].isna().astype(bool)
+    out["timeout"] = pd.Series(timeout, dtype=bool)
     return out

@@ -6,6 +6,7 @@ n_problems       int    problems in the benchmark
 n_samples        int    samples per problem (every problem must have the same n)
 pass@k           float  for each k: mean over problems of the unbiased pass@k, a fraction in [0, 1]
 no_answer_rate   float  fraction of samples with nothing extractable
+n_timeouts       int    samples whose comparison ran out of its CPU budget (scored incorrect)
 truncated_rate   float  fraction of samples that hit max_new_tokens without EOS
 mean_length      float  mean response length in tokens (``n_tokens``)
 p90_length       float  90th percentile of response length (linear interpolation)
@@ -47,6 +48,7 @@ def score(graded: pd.DataFrame, ks: Iterable[int] = (1, 8)) -> dict:
         out[f"pass@{int(k)}"] = float(pass_at_k_array(n.to_numpy(np.int64), c.to_numpy(), int(k)).mean())
     lengths = graded["n_tokens"].to_numpy(dtype=np.float64)
     out["no_answer_rate"] = float(graded["no_answer"].astype(bool).mean())
+    out["n_timeouts"] = int(graded["timeout"].astype(bool).sum()) if "timeout" in graded.columns else 0
     out["truncated_rate"] = float(graded["truncated"].astype(bool).mean())
     out["mean_length"] = float(lengths.mean())
     out["p90_length"] = float(np.percentile(lengths, 90))

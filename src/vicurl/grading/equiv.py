@@ -5,9 +5,10 @@
 
 Checks in order: normalized strings (``normalize``); plain numbers, decided here with math-verify's
 own rule so both paths agree (exact rational equality, or after rounding to 6 decimals when a side
-is a decimal); else math-verify in a worker (``vicurl.grading.symbolic``). Answers longer than
+is a decimal); else math-verify in a worker (``vicurl.grading.symbolic``), whose verdict may be
+``TIMEOUT`` (``vicurl.grading.verdicts``: the item's CPU budget ran out; falsy). Answers longer than
 ``MAX_SYMBOLIC_CHARS`` are not sent (no benchmark gold is longer than 200 characters). Verdicts are
-cached per (pred, gold), timeouts included, so a pathological answer costs its timeout once.
+cached per (pred, gold), timeouts included, so a pathological answer costs its budget once.
 Nothing here evaluates model text. See docs/evaluation.md ("Grading and rewards").
 """
 
@@ -19,10 +20,11 @@ from typing import Iterable, Sequence
 
 from vicurl.grading import symbolic
 from vicurl.grading.extract import strip_outer_braces, strip_text_commands
+from vicurl.grading.verdicts import Verdict
 
 MAX_SYMBOLIC_CHARS = 2000
 _CACHE_MAX = 500_000
-_cache: dict[tuple[str, str], bool] = {}
+_cache: dict[tuple[str, str], Verdict] = {}
 
 _SPACES = ("\\left", "\\right", "\\!", "\\,", "\\;", "\\:", "\\ ", "\\quad", "\\qquad", "~", "\\$", "$")
 
@@ -97,10 +99,10 @@ def _key(pred: str, gold: str) -> tuple[str, str]:
     return (pred.strip(), gold.strip())
 
 
-def equiv_many(pairs: Iterable[tuple[str | None, str]], timeout: float | None = None) -> list[bool]:
+def equiv_many(pairs: Iterable[tuple[str | None, str]]) -> list[Verdict]:
     """Equivalence of each (pred, gold); undecided pairs run in parallel in the worker pool."""
     pairs = list(pairs)
-    out: list[bool | None] = [None] * len(pairs)
+    out: list[Verdict | None] = [None] * len(pairs)
     todo: dict[tuple[str, str], list[int]] = {}
     for i, (pred, gold) in enumerate(pairs):
         if pred is None:
@@ -118,20 +120,20 @@ def equiv_many(pairs: Iterable[tuple[str | None, str]], timeout: float | None = 
             todo.setdefault(key, []).append(i)
     if todo:
         keys = list(todo)
-        results = symbolic.pool().equiv([(p, g) for p, g in keys], timeout=timeout)
+        results = symbolic.pool().equiv([(p, g) for p, g in keys])
         for key, ok in zip(keys, results):
             _remember(key, ok)
             for i in todo[key]:
                 out[i] = ok
-    return [bool(v) for v in out]
+    return out  # type: ignore[return-value]
 
 
-def is_equiv(pred: str | None, gold: str, timeout: float | None = None) -> bool:
+def is_equiv(pred: str | None, gold: str) -> Verdict:
     """Whether ``pred`` is equivalent to ``gold`` (see the module docstring for the order of checks)."""
-    return equiv_many([(pred, gold)], timeout=timeout)[0]
+    return equiv_many([(pred, gold)])[0]
 
 
-def _remember(key: tuple[str, str], value: bool) -> None:
+def _remember(key: tuple[str, str], value: Verdict) -> None:
     if len(_cache) >= _CACHE_MAX:
         _cache.clear()
     _cache[key] = value

@@ -9,7 +9,8 @@ bool, integer, float, list, text the box or "answer is". Float within 4 % and so
 TheoremQA's official ``compare_answer_with_groundtruth`` [orig]; integers must match exactly [ours,
 ``close_number``]. A gold that is not numeric falls back to the math comparison, so loaders of other
 sets (WebInstruct) can use these types; ``text`` compares words only, never math equivalence (sympy
-would read "ab" and "ba" as equal products). See docs/evaluation.md ("Grading and rewards").
+would read "ab" and "ba" as equal products). A verdict is True, False or ``TIMEOUT``
+(``vicurl.grading.verdicts``). See docs/evaluation.md ("Grading and rewards").
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from vicurl.grading.extract import (
     unwrap_text,
 )
 from vicurl.grading.parts import answers_equiv, several_parts
+from vicurl.grading.verdicts import TIMEOUT, Verdict
 
 Problem = Mapping[str, Any]
 THEOREMQA_REL_TOL = 0.04  # TheoremQA's within_eps [orig]
@@ -44,7 +46,7 @@ THEOREMQA_REL_TOL = 0.04  # TheoremQA's within_eps [orig]
 class AnswerType:
     extract: Callable[[str, Problem], "str | None"]
     gold: Callable[[Problem], str]
-    same: Callable[[Sequence[tuple[str, str]], Sequence[Problem]], list[bool]]
+    same: Callable[[Sequence[tuple[str, str]], Sequence[Problem]], list[Verdict]]
 
 
 def options_of(problem: Problem) -> list[str]:
@@ -79,7 +81,7 @@ def _math_gold(problem: Problem) -> str:
     return clean(str(problem["answer"])) or ""
 
 
-def _math_same(pairs, problems) -> list[bool]:
+def _math_same(pairs, problems) -> list[Verdict]:
     return answers_equiv(pairs)
 
 
@@ -126,8 +128,9 @@ def _plain_gold(problem: Problem) -> str:
     return clean(str(problem["answer"])) or ""
 
 
-def numbers_of(texts: Sequence[str]) -> list[float | None]:
-    """``parse_number`` of each; what it cannot read is evaluated by sympy in the worker pool."""
+def numbers_of(texts: Sequence[str]) -> list[float | None | Verdict]:
+    """``parse_number`` of each; what it cannot read is evaluated by sympy in the worker pool (TIMEOUT
+    where its budget ran out)."""
     values = [parse_number(t) for t in texts]
     hard = sorted({t for t, v in zip(texts, values) if v is None and t and len(t) <= 500})
     if hard:
@@ -136,14 +139,14 @@ def numbers_of(texts: Sequence[str]) -> list[float | None]:
     return values
 
 
-_float_cache: dict[str, float | None] = {}
+_float_cache: dict[str, float | None | Verdict] = {}
 
 
-def _to_float(exprs: list[str]) -> list[float | None]:
+def _to_float(exprs: list[str]) -> list[float | None | Verdict]:
     todo = [e for e in exprs if e not in _float_cache]
     if todo:
         for e, v in zip(todo, symbolic.pool().to_float(todo)):
-            _float_cache[e] = v if v is None or math.isfinite(v) else None
+            _float_cache[e] = v if v is None or v is TIMEOUT or math.isfinite(v) else None
     return [_float_cache[e] for e in exprs]
 
 
@@ -159,27 +162,29 @@ def close_number(pred: float, gold: float, integer: bool) -> bool:
 
 
 def _numeric_same(integer: bool):
-    def same(pairs, problems) -> list[bool]:
+    def same(pairs, problems) -> list[Verdict]:
         golds = numbers_of([g for _, g in pairs])
         preds = numbers_of([p for p, _ in pairs])
-        out: list[bool | None] = []
+        out: list[Verdict | None] = []
         fallback = []
         for k, ((p, g), pv, gv) in enumerate(zip(pairs, preds, golds)):
             if gv is None:  # a gold that is not a number: compare as math
                 out.append(None)
                 fallback.append(k)
+            elif pv is TIMEOUT or gv is TIMEOUT:
+                out.append(TIMEOUT)
             else:
                 out.append(pv is not None and close_number(pv, gv, integer and is_integer_text(g)))
         if fallback:
             for k, ok in zip(fallback, answers_equiv([pairs[k] for k in fallback])):
                 out[k] = ok
-        return [bool(v) for v in out]
+        return out  # type: ignore[return-value]
 
     return same
 
 
-def _list_same(pairs, problems) -> list[bool]:
-    out: list[bool | None] = []
+def _list_same(pairs, problems) -> list[Verdict]:
+    out: list[Verdict | None] = []
     fallback = []
     for k, (p, g) in enumerate(pairs):
         gv, pv = parse_list(g), parse_list(p)
@@ -197,7 +202,7 @@ def _list_same(pairs, problems) -> list[bool]:
     if fallback:  # not a list of numbers (OlympiadBench's multiple answers): a list, multiplicity and all
         for k, ok in zip(fallback, answers_equiv([pairs[k] for k in fallback], as_set=False)):
             out[k] = ok
-    return [bool(v) for v in out]
+    return out  # type: ignore[return-value]
 
 
 def _words(s: str) -> str:
@@ -228,10 +233,10 @@ def answer_type(name: str) -> AnswerType:
     return ANSWER_TYPES[name]
 
 
-def grade_batch(texts: Sequence[str], problems: Sequence[Problem]) -> list[tuple[str | None, bool]]:
-    """(extracted answer, correct) for each response; problems may mix answer types."""
+def grade_batch(texts: Sequence[str], problems: Sequence[Problem]) -> list[tuple[str | None, Verdict]]:
+    """(extracted answer, verdict) for each response; problems may mix answer types."""
     extracted = [answer_type(p["answer_type"]).extract(t or "", p) for t, p in zip(texts, problems)]
-    correct = [False] * len(texts)
+    correct: list[Verdict] = [False] * len(texts)
     by_type: dict[str, list[int]] = {}
     for i, (ex, p) in enumerate(zip(extracted, problems)):
         if ex is not None:
@@ -240,7 +245,7 @@ def grade_batch(texts: Sequence[str], problems: Sequence[Problem]) -> list[tuple
         at = ANSWER_TYPES[name]
         verdicts = at.same([(extracted[i], at.gold(problems[i])) for i in idx], [problems[i] for i in idx])
         for i, ok in zip(idx, verdicts):
-            correct[i] = bool(ok)
+            correct[i] = ok if ok is TIMEOUT else bool(ok)
     return list(zip(extracted, correct))
 
 
@@ -248,7 +253,7 @@ def grader_for(name: str):
     """A batch grader ``fn(texts, problems)`` for one answer type (``evaluation.grade.GRADERS``)."""
     answer_type(name)
 
-    def grade(texts: Sequence[str], problems: Sequence[Problem]) -> list[tuple[str | None, bool]]:
+    def grade(texts: Sequence[str], problems: Sequence[Problem]) -> list[tuple[str | None, Verdict]]:
         return grade_batch(texts, [{**p, "answer_type": name} for p in problems])
 
     grade.__name__ = f"grade_{name}"

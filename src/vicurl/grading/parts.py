@@ -18,6 +18,7 @@ import re
 from typing import Sequence
 
 from vicurl.grading.equiv import equiv_many
+from vicurl.grading.verdicts import Verdict, combined
 
 MAX_PARTS = 64  # an answer with more parts is compared as one string
 
@@ -169,11 +170,11 @@ def _plan(pred: str, gold: str, as_set: bool = True):
     return _values([v for _, v in p_lab], [v for _, v in g_lab], as_set)
 
 
-def answers_equiv(pairs: Sequence[tuple[str | None, str]], timeout: float | None = None,
-                  as_set: bool = True) -> list[bool]:
+def answers_equiv(pairs: Sequence[tuple[str | None, str]], as_set: bool = True) -> list[Verdict]:
     """Equivalence of each (answer, reference): part-wise for a several-part reference (a set of
-    solutions, or a list with ``as_set=False``), else equiv."""
-    out: list[bool] = [False] * len(pairs)
+    solutions, or a list with ``as_set=False``), else equiv. A part-wise verdict that does not hold is
+    TIMEOUT where one of its comparisons timed out."""
+    out: list[Verdict] = [False] * len(pairs)
     single: list[int] = []
     plans: dict[int, tuple[list[tuple[str, str]], object]] = {}
     for i, (pred, gold) in enumerate(pairs):
@@ -186,11 +187,12 @@ def answers_equiv(pairs: Sequence[tuple[str | None, str]], timeout: float | None
         else:
             single.append(i)
     todo = [pairs[i] for i in single] + [pq for i in plans for pq in plans[i][0]]
-    verdicts = equiv_many(todo, timeout=timeout) if todo else []
+    verdicts = equiv_many(todo) if todo else []
     for i, v in zip(single, verdicts):
         out[i] = v
     at = len(single)
     for i, (part_pairs, combine) in plans.items():
-        out[i] = bool(combine(verdicts[at : at + len(part_pairs)]))
+        part_verdicts = verdicts[at : at + len(part_pairs)]
+        out[i] = combined(bool(combine(part_verdicts)), part_verdicts)
         at += len(part_pairs)
     return out

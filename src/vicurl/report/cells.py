@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from vicurl.report.aggregate import AVERAGE, across_seeds
+from vicurl.report.aggregate import AVERAGE, ID_KEYS, across_seeds
 from vicurl.report.layouts import ALL, LENGTH_METRICS
 from vicurl.report.spec import CELL_KEYS
 
@@ -120,6 +120,20 @@ def _mechanism_cells(t: dict, scores: pd.DataFrame) -> list[dict]:
                 out.append({**base, "metric": "aulc", "mean": _area(c) / denom, "std": math.nan,
                             "n_seeds": int(c["n_seeds"].min())})
     return out
+
+
+def table_scores(t: dict, scores: pd.DataFrame, rows) -> pd.DataFrame:
+    """The per-seed score records that ``rows`` of the resolved table ``t`` read (each once)."""
+    parts = []
+    for row in rows:
+        if t["type"] == "mechanism":
+            part = _row_scores(scores, row, t["benchmarks"])
+            parts.append(part[(part["step"] > 0) & (part["step"] <= t["t_long"])])
+        elif row["step"] is not None:
+            parts.append(_row_scores(scores, row, t["benchmarks"], row["step"]))
+    if not parts:
+        return scores.iloc[:0]
+    return pd.concat(parts).drop_duplicates(subset=[c for c in ID_KEYS if c in scores.columns])
 
 
 def table_cells(t: dict, scores: pd.DataFrame) -> pd.DataFrame:

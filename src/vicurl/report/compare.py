@@ -12,6 +12,7 @@ the comparison shows departures, not winners.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import pandas as pd
 
@@ -62,7 +63,7 @@ def compare_cells(spec: TableSpec, ours: pd.DataFrame, paper: pd.DataFrame) -> p
     return pd.DataFrame(out)
 
 
-def render_comparison(spec: TableSpec, ours: pd.DataFrame, paper: pd.DataFrame) -> str:
+def render_comparison(spec: TableSpec, ours: pd.DataFrame, paper: pd.DataFrame, notes: Sequence[str] = ()) -> str:
     """The table's layout with "ours (paper; $\\Delta$ diff)" in every part."""
     io, ip = cell_index(ours), cell_index(paper)
 
@@ -78,4 +79,4 @@ def render_comparison(spec: TableSpec, ours: pd.DataFrame, paper: pd.DataFrame) 
 
     caption = (f"Reproduction vs paper, {spec.label.replace('tab:', '').replace('_', chr(92) + '_')}: "
                f"each cell is ours (the paper's; $\\Delta$ = ours $-$ paper); -- where a side has no value.")
-    return wrap(spec, render_rows(spec, cell), caption=caption, label=f"{spec.label}:vs_paper")
+    return wrap(spec, render_rows(spec, cell), caption=caption, label=f"{spec.label}:vs_paper", notes=notes)

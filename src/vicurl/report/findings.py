@@ -378,6 +378,14 @@ def setting_lines(mw: pd.DataFrame, titles: Mapping[str, str]) -> list[str]:
     return out
 
 
+def timeout_line(scores: pd.DataFrame) -> str:
+    """How many of the graded samples behind the findings ran out of the grader's CPU budget (scored incorrect)."""
+    n = int(scores["n_timeouts"].fillna(0).sum()) if "n_timeouts" in scores.columns else 0
+    total = int((scores["n_problems"] * scores["n_samples"]).sum()) if len(scores) else 0
+    return (f"Grading: {n:,} of {total:,} graded samples ran out of the grader's CPU budget before a verdict "
+            f"(scored incorrect)")
+
+
 def ours_heading(scenario: str) -> str:
     """The column of our numbers, named after the scenario (config ``scenario``) that produced them."""
     return f"{scenario[:1].upper()}{scenario[1:]} (mean ± std across seeds)"

@@ -88,7 +88,7 @@ def findings(*, scores: str | Path, paper: str | Path, metrics: Sequence[str | P
     answer_types = {b: str(schema.read(path)["answer_type"].iloc[0]) for b, path in zip(benchmarks, benchmark_files)}
     graded = pd.concat([pd.read_parquet(path).assign(seed=i) for i, path in enumerate(base)], ignore_index=True)
     graded = graded[graded["benchmark"].isin(benchmarks)]  # a Base evaluation also holds the model's other studies' sets
-    setting = F.setting_lines(F.majority_wrong(graded, answer_types), titles)
+    setting = [*F.setting_lines(F.majority_wrong(graded, answer_types), titles), F.timeout_line(sc)]
 
     table = F.to_frame(found)
     title = f"What the {scenario} reproduction finds (study {study}, model {model})"

@@ -14,7 +14,7 @@ it off. See docs/evaluation.md for where the paper's bolding departs from it.
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -127,19 +127,23 @@ def render_rows(spec: TableSpec, cell_fn) -> list[str]:
     return out
 
 
-def wrap(spec: TableSpec, body: list[str], caption: str | None = None, label: str | None = None) -> str:
-    """The float around the tabular: caption, label, resizebox."""
+def wrap(spec: TableSpec, body: list[str], caption: str | None = None, label: str | None = None,
+         notes: Sequence[str] = ()) -> str:
+    """The float around the tabular: caption, label, resizebox, and the notes under it (``vicurl.report.notes``)."""
     width = "\\linewidth" if spec.width == 1 else f"{spec.width:g}\\linewidth"
     out = [f"\\begin{{{spec.env}}}[t]", "  \\centering", "  \\small",
            f"  \\caption{{{caption if caption is not None else spec.caption}}}",
            f"  \\label{{{label if label is not None else spec.label}}}",
            f"  \\resizebox{{{width}}}{{!}}{{", f"    \\begin{{tabular}}{{{colspec(spec)}}}"]
     out += ["      " + line for line in body]
-    out += ["    \\end{tabular}", "  }", f"\\end{{{spec.env}}}"]
+    out += ["    \\end{tabular}", "  }"]
+    if notes:
+        out += ["  \\par\\smallskip", f"  {{\\footnotesize\\raggedright Note. {' '.join(notes)}\\par}}"]
+    out += [f"\\end{{{spec.env}}}"]
     return "\n".join(out) + "\n"
 
 
-def render(spec: TableSpec, cells: pd.DataFrame) -> str:
+def render(spec: TableSpec, cells: pd.DataFrame, notes: Sequence[str] = ()) -> str:
     """The table as LaTeX; see the module docstring for the cell and bold rules."""
     index = cell_index(cells)
     marks = bold_marks(spec, index)
@@ -149,7 +153,7 @@ def render(spec: TableSpec, cells: pd.DataFrame) -> str:
         bold = [marks.get((bi, ri, ci, pi), False) for pi in range(len(col.parts))]
         return cell_text(spec, col, values, bold)
 
-    return wrap(spec, render_rows(spec, cell))
+    return wrap(spec, render_rows(spec, cell), notes=notes)
 
 
 def standalone_document(body: str) -> str:
