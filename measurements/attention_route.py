@@ -21,8 +21,8 @@ difference| of each route against sdpa_pack and against the same weights in fp32
 (log-probs of the next tokens from the last hidden states, in fp32; sdpa_pack's own difference from fp32 is
 the bf16 rounding any route carries; the script fails when a route is further from fp32 than 4 times that,
 plus 1e-3), the peak memory a token above the weights and gradients (the update),
-and for varlen the update in micro-batches of one sequence each (config/paper.yaml's 6,144-token budget for
-the 1.5B models holds one ~3.5k-token sequence). The LM head's loss is left
+and for varlen the update in micro-batches of one sequence each (what a budget under two sequences gives; the
+6,144-token budget the 1.5B models had before config/paper.yaml's 8,704 held one ~3.5k-token sequence). The LM head's loss is left
 out of the timing (the same on every route; measurements/logprob_route.py times it).
 
     python measurements/attention_route.py --out /tmp/attention_route              # an H200: about a minute
@@ -172,7 +172,7 @@ def main(argv=None) -> None:
             if cuda:
                 r[f"peak_mb_a_token_{key}"] = (torch.cuda.max_memory_allocated() - held) / tokens / 2**20
             model.eval()
-        if route == "varlen":  # the update's micro-batches at config/paper.yaml's 6,144-token budget: one each
+        if route == "varlen":  # the update's micro-batches under a budget of less than two sequences: one each
             model.train()
 
             def per_sequence():

@@ -34,7 +34,10 @@ and the update (resident with gradients + activations + logits). Estimates: allo
 CUDA context (about 1 GB) come on top. One GPU run checks them (docs/verl.md, "What has run on a GPU": the
 1.5B shape's update within 1 % of the actor's measured peak on an H200).
 
-    .venv/bin/python measurements/gpu_memory.py [--gpu-gb 40] [--no-measure]
+    .venv/bin/python measurements/gpu_memory.py [--gpu-gb 40] [--no-measure] [--margin 0.2]
+
+The last table gives each model's largest update budget that leaves ``--margin`` of the card free: the
+rule config/paper.yaml's ``verl.models.*.max_token_len_per_gpu`` follows (docs/paper.md, "GPU memory").
 """
 
 from __future__ import annotations
@@ -164,10 +167,22 @@ def estimate(m: dict, v: VerlSettings, gpu_gb: float, k: tuple[float, float]) ->
     return {"resident": resident / GB, **{p: b / GB for p, b in phases.items()}, "peak": max(phases.values()) / GB}
 
 
+def largest_budget(m: dict, v: VerlSettings, gpu_gb: float, k: tuple[float, float], margin: float,
+                   step: int = 512) -> int:
+    """The largest update budget (tokens a micro-batch, a multiple of ``step``) whose estimated peak leaves
+    ``margin`` of the card free (CUDA's context, the allocator's fragmentation, the estimate's own error); 0 when
+    none does."""
+    t = 0
+    while estimate(m, dataclasses.replace(v, max_token_len_per_gpu=t + step), gpu_gb, k)["peak"] <= (1 - margin) * gpu_gb:
+        t += step
+    return t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu-gb", type=float, default=40.0, help="GPU memory (the paper's A100s: 40)")
     ap.add_argument("--no-measure", action="store_true", help="assume the logits factors instead of measuring them")
+    ap.add_argument("--margin", type=float, default=0.2, help="share of the card an update budget leaves free")
     a = ap.parse_args()
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     k = (1.5, 1.0) if a.no_measure else logits_factors()
@@ -194,6 +209,17 @@ def main() -> None:
                   f"{'on' if v.gradient_checkpointing else 'off'} | {offload or '-'} | {e['resident']:.1f} | "
                   f"{e['rollout']:.1f} | {e['old_pass']:.1f} | {e['update']:.1f} | {e['peak']:.1f}"
                   f"{' OVER' if e['peak'] > a.gpu_gb * 0.9 else ''} |")
+    print(f"\nthe largest update budget (a multiple of 512 tokens) whose peak leaves {100 * a.margin:.0f} % of the "
+          f"{a.gpu_gb:.0f} GB free, at config/paper.yaml's other settings; two sequences at the cap need:\n")
+    print("| model | checkpointing | two sequences at the cap | largest budget | its peak | config/paper.yaml |")
+    print("|---|---|---|---|---|---|")
+    for name, model in paper["models"].items():
+        m, own = shape(model["hub_id"]), base.for_model(name)
+        two = 2 * (int(paper["train"]["max_prompt_length"]) + int(paper["train"]["max_response_length"]))
+        fit = largest_budget(m, own, a.gpu_gb, k, a.margin)
+        peak = estimate(m, dataclasses.replace(own, max_token_len_per_gpu=fit), a.gpu_gb, k)["peak"] if fit else 0.0
+        print(f"| {name} | {'on' if own.gradient_checkpointing else 'off'} | {two:,} | {fit:,} | {peak:.1f} | "
+              f"{own.max_token_len_per_gpu:,} |")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@ def git_state(path: str | Path) -> dict[str, Any]:
     """The commit checked out at ``path`` and whether tracked files differ from it."""
     def git(*args: str) -> str | None:
         try:
-            res = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, timeout=30)
+            # a hang guard only (a stuck network file system): a busy node's slow git must not record "unknown"
+            res = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.SubprocessError):
             return None
         return res.stdout.strip() if res.returncode == 0 else None

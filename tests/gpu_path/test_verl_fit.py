@@ -174,7 +174,7 @@ def entropy_runs(vllm, verl_launch, untied_model_dir, tiny_model_dir, demo_train
     """VI-CuRL with the entropy reward (RENT), 3 steps, on 2 ranks (FSDP2 over two gloo ranks, two vLLM
     replicas), the untied copy of the demo's model, the 7B's offload settings, G = 3 (a step's kept rows,
     3 prompts x 3 at beta 0.2, are odd: the trainer pads them to the ranks) and small token budgets (the update
-    and the forward-only passes in several micro-batches each, as the paper's 6,144-token budgets split
+    and the forward-only passes in several micro-batches each, as the paper's 6,144- and 8,704-token budgets split
     theirs). Run ``a`` uninterrupted, at the same time as SENT's 1-rank run on the tied model (two runs on one machine, each with its own Ray,
     ranks and replicas; the recorder holds each at step 1 until the other is there, so that their updates and
     weight syncs overlap); run ``b`` stopped (SIGTERM to the train job, as SLURM's time limit or a user sends

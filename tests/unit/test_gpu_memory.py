@@ -50,3 +50,29 @@ def test_a_layers_saved_activations_are_the_formulas(kind):
     measured = saved_bytes(model.model.layers[0], x, rope) / t
     formula = layer_bytes(h, i, kv_heads * h // heads)
     assert formula <= measured <= 1.03 * formula, (measured, formula)
+
+
+def test_the_paper_configs_update_budgets_follow_the_margin_rule():
+    """config/paper.yaml's update budgets: the 1.5B models' hold two sequences at the cap (verl never packs past a
+    budget) and, like the 3B's, leave a fifth of a 40 GB A100 free by the estimate; each is the largest multiple of
+    512 that does. The logits factors are those `gpu_memory.py` measures (docs/paper.md, "GPU memory"), rounded up:
+    measuring them takes a minute and a half."""
+    import dataclasses
+
+    import yaml
+
+    from gpu_memory import estimate, largest_budget, shape
+    from vicurl.settings import VerlSettings
+
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    base, factors = VerlSettings.from_dict(paper["verl"]), (5.2, 2.9)
+    two = 2 * (paper["train"]["max_prompt_length"] + paper["train"]["max_response_length"])
+    for name in ("qwen_math_1.5b", "r1_distill_1.5b", "llama_3b_instruct"):
+        m, v = shape(paper["models"][name]["hub_id"]), base.for_model(name)
+        assert not v.gradient_checkpointing
+        assert estimate(m, v, 40, factors)["peak"] <= 0.8 * 40, name
+        assert largest_budget(m, v, 40, factors, margin=0.2) == v.max_token_len_per_gpu, name
+        if "1.5b" in name:
+            assert v.max_token_len_per_gpu >= two, name
+        else:  # two sequences at the cap would not leave the margin
+            assert estimate(m, dataclasses.replace(v, max_token_len_per_gpu=two), 40, factors)["peak"] > 0.8 * 40
