@@ -712,6 +712,35 @@ def test_the_gpu_smoke_config_composes_with_verls_config():
     assert c.trainer.n_gpus_per_node == 1 and c.trainer.save_freq == 2 and c.actor_rollout_ref.rollout.n == 4
 
 
+def test_a_dtype_the_gpu_kernel_cannot_take_stops_the_run_before_a_model_is_built():
+    """On a GPU, the actor or reference computing in fp32 under vicurl_varlen is refused from verl's composed
+    config, naming the setting (SDPA one segment at a time would run instead, with two host syncs a layer);
+    bf16, sdpa and the CPU pass."""
+    import yaml
+
+    from vicurl import checks
+    from vicurl import runs as runs_lib
+
+    cfg = checks.read(yaml.safe_load((REPO / "config" / "gpu_smoke.yaml").read_text()))
+    (run,) = runs_lib.runs(cfg)
+
+    def composed(*extra, device="cuda", attention=varlen_attention.NAME):
+        ov = launch.overrides(runs_lib.train_settings(cfg, run), model_path="/m", train_files="/d/t.parquet",
+                              work_dir="/w", settings_path="/w/s.json", train_set="/w/ts.parquet",
+                              vocab_size=151936, n_train=256, verl={**cfg["verl"], "attn_implementation": attention})
+        c = launch.compose([*ov, *extra])
+        c.trainer.device = device
+        return c
+
+    varlen_attention.check_config(composed())
+    for role in ("actor", "ref"):
+        fp32 = f"+actor_rollout_ref.{role}.fsdp_config.mixed_precision.param_dtype=fp32"
+        with pytest.raises(ValueError, match=f"the {role} .*mixed_precision.param_dtype.*attn_implementation: sdpa"):
+            varlen_attention.check_config(composed(fp32))
+        varlen_attention.check_config(composed(fp32, device="cpu"))
+        varlen_attention.check_config(composed(fp32, attention="sdpa"))
+
+
 def deepseek_distill_tokenizer():
     """A character tokenizer with DeepSeek-R1-Distill-Qwen's special tokens (its tokenizer.json: ids
     151643-151649 are <｜end▁of▁sentence｜>, <｜User｜>, <｜Assistant｜>, <｜begin▁of▁sentence｜>, <|EOT|>,

@@ -17,17 +17,20 @@ import time
 
 
 def fit(overrides: list[str]) -> None:
-    """``launch.CONFIG`` with ``overrides``, checked by verl, then verl's ``run_ppo`` with ``VICuRLTaskRunner``."""
+    """``launch.CONFIG`` with ``overrides``, checked by verl and by the attention's dtype check, then verl's
+    ``run_ppo`` with ``VICuRLTaskRunner``."""
     from verl.trainer.main_ppo import run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
+    from vicurl.engines.verl import varlen_attention
     from vicurl.engines.verl.launch import compose
     from vicurl.engines.verl.runner import VICuRLTaskRunner
 
     config = compose(overrides)
     auto_set_device(config)
+    varlen_attention.check_config(config)  # a dtype its GPU kernel cannot take: refused before a model is built
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     run_ppo(config, task_runner_class=VICuRLTaskRunner)
 

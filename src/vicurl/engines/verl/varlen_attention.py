@@ -14,7 +14,11 @@ wherever a position does not follow the one before (transformers' reading of pac
     on a GPU (bf16 / fp16)   torch's own ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention's
                              variable-length kernel inside torch: no extra package), causal,
                              grouped-query heads as they are (no copy at the queries' width)
-    elsewhere (the CPU)      ``scaled_dot_product_attention`` one segment at a time, causal
+    on the CPU               ``scaled_dot_product_attention`` one segment at a time, causal
+
+On a GPU another dtype is refused, at the run's start (``check_config``, from verl's composed config) and
+in every pass: SDPA one segment at a time would stop the host twice a layer, and in fp32 with grouped heads
+take SDPA's math kernel, which may run out of memory, with no word of it.
 
 The boundaries are computed on the host once per forward pass (every layer, and checkpointing's recompute,
 gets the same position-ids tensor): on a GPU each computation there would stop the host until the GPU
@@ -125,17 +129,45 @@ def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     return out.view(b, t, h, d), None
 
 
+KERNEL_DTYPES = (torch.bfloat16, torch.float16)  # what torch's flash varlen kernel takes
+
+
+def unsupported_dtype(dtype, where: str = "a forward pass") -> str:
+    return (f"{NAME} on a GPU takes bf16 or fp16 (torch's flash varlen kernel), and {where} computes in {dtype}: "
+            "keep the compute dtype bf16 (verl's actor_rollout_ref.{actor,ref}.fsdp_config.mixed_precision.param_dtype "
+            "in verl.overrides) or set verl.attn_implementation: sdpa")
+
+
+def check_config(config) -> None:
+    """On a GPU (verl's ``trainer.device``, once ``auto_set_device`` has set it), the actor and the reference
+    compute in a dtype the kernel takes where they use this attention: their FSDP ``mixed_precision.param_dtype``,
+    bf16 where none is set (verl 0.9.1's FSDP engine, ``_build_fsdp_module``). Called before any model is built."""
+    from verl.utils.torch_dtypes import PrecisionType
+
+    arr = config.actor_rollout_ref
+    if str((arr.model.get("override_config") or {}).get("attn_implementation")) != NAME or \
+            str(config.trainer.device) == "cpu":
+        return
+    for role in ("actor", "ref"):
+        mixed = arr[role].fsdp_config.get("mixed_precision") or {}
+        dtype = PrecisionType.to_dtype(mixed.get("param_dtype", "bf16"))
+        if dtype not in KERNEL_DTYPES:
+            raise ValueError(unsupported_dtype(dtype, f"the {role} (fsdp_config.mixed_precision.param_dtype)"))
+
+
 def packed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, longest: int,
            scale: float | None) -> torch.Tensor:
     """Causal attention of each segment ``cu[i]:cu[i+1]`` (the longest ``longest`` tokens) of the packed
     (T, H, D) tensors to itself."""
-    if q.is_cuda and q.dtype in (torch.bfloat16, torch.float16):
+    if q.is_cuda:
+        if q.dtype not in KERNEL_DTYPES:
+            raise ValueError(unsupported_dtype(q.dtype))
         return varlen_kernel(q, k, v, cu, longest, scale)
     return by_segment(q, k, v, cu, scale)
 
 
 def by_segment(q, k, v, cu, scale):
-    """The CPU's route (and any dtype flash does not take): SDPA, causal, one segment at a time."""
+    """The CPU's route: SDPA, causal, one segment at a time."""
     out = []
     for start, end in zip(cu[:-1].tolist(), cu[1:].tolist()):
         seg = [x[start:end].transpose(0, 1).unsqueeze(0) for x in (q, k, v)]  # (1, H, L, D)
