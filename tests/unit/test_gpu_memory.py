@@ -60,8 +60,8 @@ def test_the_paper_configs_update_budgets_follow_the_margin_rule():
     import dataclasses
 
     import yaml
-
     from gpu_memory import estimate, largest_budget, shape
+
     from vicurl.settings import VerlSettings
 
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())

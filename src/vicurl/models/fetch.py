@@ -133,18 +133,15 @@ def with_manifests(commits: dict[str, dict[str, str]],
 
 def keep_commit(path: str | Path, hub_id: str, requested: str | None, commit: str, replace: bool = True) -> None:
     """Record that ``requested`` (None: the main branch) resolved to ``commit`` for ``hub_id`` in the kept
-    commits, beside its other revisions' (under a lock: several fetches may run at once); ``replace=False``:
-    only where none is kept."""
-    import fcntl
-
+    commits, beside its other revisions' (under a lock: several fetches may run at once, on file systems that
+    refuse ``flock`` too: `vicurl.io.exclusive`); ``replace=False``: only where none is kept."""
     import yaml
 
-    from vicurl.io import write_text
+    from vicurl.io import exclusive, write_text
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(path.with_name(f".{path.name}.lock")):
         commits = read_commits(path)
         revisions = commits.setdefault(hub_id, {})
         if not replace and (requested or MAIN) in revisions:
