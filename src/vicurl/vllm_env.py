@@ -1,11 +1,16 @@
 """What a process that starts vLLM (the evaluation, prompt_stats, verl's rollouts) sets first.
 
-* vLLM's processes spawned, not forked. vLLM forks its engine core (and its workers) unless CUDA is already
+* vLLM's processes spawned, not forked, where vLLM would fork: the offline evaluation's engine (the evaluation
+  and prompt_stats jobs). There vLLM forks its engine core (and its workers) unless CUDA is already
   initialized. A process that did multi-threaded torch work on the CPU first (a dtype conversion, a model
   built or exported: anything that started torch's OpenMP threads) then forks a child whose first parallel
   op waits forever for threads that do not exist in it (GNU OpenMP after fork): the engine never starts,
   silently, until vLLM's start timeout, or forever. ``VLLM_WORKER_MULTIPROC_METHOD=spawn`` starts each child
-  afresh, whatever its parent did, for the cost of importing vLLM there (docs/verl.md, "How vLLM starts its processes").
+  afresh, whatever its parent did, for the cost of importing vLLM there (docs/verl.md, "How vLLM starts its
+  processes"). Inside Ray actors (verl's rollouts) vLLM 0.24 always spawns, and exports ``RAY_ADDRESS`` to the
+  spawned processes so that they find the run's Ray; with the variable already set it skips both, so the
+  train job leaves it unset (``environment(ray=True)``). vLLM's CPU build always spawns: a CPU test shows
+  the variable in the environment that starts the engine, not its effect.
 * No kernel compiled at run time. FlashInfer's wheel ships no sampling kernels: vLLM's FlashInfer top-p /
   top-k sampler JIT-compiles them at its first use (requests with top_p < 1, and vLLM's start-up dummy
   run), which needs nvcc and a C++ compiler on the compute node, and many have neither.
@@ -41,6 +46,7 @@ import threading
 log = logging.getLogger(__name__)
 
 DEFAULTS = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+RAY_CHOOSES = ("VLLM_WORKER_MULTIPROC_METHOD",)  # what vLLM sets itself inside a Ray actor, with RAY_ADDRESS
 
 UNIX_PATH_MAX = 107
 # the bytes that follow the folder in a socket's path: vLLM's "/<uuid4>" (37) or, longer, verl's weight-sync
@@ -50,11 +56,12 @@ VLLM_SOCKET_TAIL = len("/rl-colocate-zmq-tttttttttttt-01000000-replica-000-rank-
 RAY_SOCKET_TAIL = len("/ray/session_2026-11-26_07-15-38_159736_1234567/sockets/plasma_store")
 
 
-def environment(env: dict[str, str] | None = None) -> dict[str, str]:
+def environment(env: dict[str, str] | None = None, ray: bool = False) -> dict[str, str]:
     """``DEFAULTS`` less what ``env`` (default: this process's) already sets: a node with a CUDA toolkit may
-    ask for FlashInfer's sampler explicitly."""
+    ask for FlashInfer's sampler explicitly. ``ray``: for processes whose vLLM runs in Ray actors, which leave
+    ``RAY_CHOOSES`` to vLLM."""
     env = os.environ if env is None else env
-    return {k: v for k, v in DEFAULTS.items() if k not in env}
+    return {k: v for k, v in DEFAULTS.items() if k not in env and not (ray and k in RAY_CHOOSES)}
 
 
 _warned: set[str] = set()

@@ -42,6 +42,7 @@ def fake_vllm(monkeypatch):
         def __init__(self, model, **kw):
             calls["model"], calls["llm"] = model, kw
             calls["batch_invariant"] = os.environ.get("VLLM_BATCH_INVARIANT")
+            calls["start_method"] = os.environ.get("VLLM_WORKER_MULTIPROC_METHOD")
             calls["engines"] = calls.get("engines", 0) + 1
 
         def generate(self, prompts, params, use_tqdm=True):
@@ -108,6 +109,23 @@ def test_unless_asked_requests_go_unseeded_and_the_engine_as_it_is(fake_vllm, ch
     assert vllm_generate.batch_invariance(True, cuda=True) == {"VLLM_BATCH_INVARIANT": "1"}
     assert vllm_generate.batch_invariance(True, cuda=False) == vllm_generate.batch_invariance(False, cuda=True) == {}
     assert "VLLM_BATCH_INVARIANT" not in os.environ
+
+
+def test_the_evaluations_engine_starts_with_spawn_set_and_the_train_jobs_vllm_chooses(fake_vllm, char_model_dir,
+                                                                                         monkeypatch):
+    """The evaluation's engine starts in an environment that asks vLLM to spawn (vLLM's CPU build spawns whatever
+    it says, so its effect shows on a GPU only); a value already set wins. The train job's processes leave the
+    method to vLLM: in verl's Ray actors it spawns and passes the run's Ray address on, which it skips where the
+    variable is set."""
+    from vicurl.engines.verl import launch
+
+    monkeypatch.delenv("VLLM_WORKER_MULTIPROC_METHOD", raising=False)
+    problems = pd.DataFrame({"id": ["a"], "question": ["Compute 1 + 1."]})
+    generate_sets_vllm(str(char_model_dir), {"x": problems}, SamplingSettings(n=1, temperature=0.6, top_p=0.95, max_new_tokens=4, seed=0))
+    assert fake_vllm["start_method"] == "spawn"
+    env = launch.verl_environment({})
+    assert "VLLM_WORKER_MULTIPROC_METHOD" not in env and env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
+    assert launch.verl_environment({"VLLM_WORKER_MULTIPROC_METHOD": "fork"}).get("VLLM_WORKER_MULTIPROC_METHOD") is None
 
 
 def test_the_default_evaluation_leaves_cuda_alone_before_vllm_forks(monkeypatch):

@@ -340,11 +340,12 @@ VERL_MODULES = ("vicurl.engines.verl.fsdp_wrap", "vicurl.engines.verl.colocate_s
 def verl_environment(env: dict[str, str]) -> dict[str, str]:
     """The variables a run's processes need besides ``env``: the project's verl patches added to
     VERL_USE_EXTERNAL_MODULES, the run's own weight-sync sockets (`colocate_socket.TOKEN`, fresh for each
-    job), vLLM with nothing to compile (`vicurl.vllm_env.environment`)."""
+    job), vLLM with nothing to compile (`vicurl.vllm_env.environment`; its start method left to vLLM, which
+    spawns in verl's Ray actors and passes them the run's Ray address)."""
     modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     modules += [m for m in VERL_MODULES if m not in modules]
     return {"VERL_USE_EXTERNAL_MODULES": ",".join(modules), colocate_socket.TOKEN: secrets.token_hex(6),
-            **vllm_env.environment(env)}
+            **vllm_env.environment(env, ray=True)}
 
 
 def worker_pythonpath() -> str:
