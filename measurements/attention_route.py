@@ -42,9 +42,8 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO / "measurements"))
 
-from gpu_time_estimate import ARCHS, arch_of, model_classes  # noqa: E402
+from vicurl.planning.cost import ARCHS, arch_of, model_classes  # noqa: E402
 
 HUB_ID = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
 ROUTES = ("sdpa_pack", "one_at_a_time", "varlen")

@@ -51,9 +51,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO / "measurements"))
 
-from gpu_time_estimate import ARCHS, model_classes  # noqa: E402  (the paper's models' published configurations)
+from vicurl.planning.cost import ARCHS, model_classes  # noqa: E402  (the paper's models' published configurations)
 
 from vicurl.settings import VerlSettings  # noqa: E402
 

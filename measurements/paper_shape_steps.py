@@ -1,7 +1,7 @@
 """verl's fit() at a paper model's shape: each step's time by phase, peak memory and tokens per second.
 
 A model with the architecture of a paper model (default Qwen2.5-Math-1.5B), randomly initialised from
-its published configuration (gpu_time_estimate.ARCHS; no download), bf16 on disk; a stand-in
+its published configuration (vicurl.planning.cost.ARCHS; no download), bf16 on disk; a stand-in
 byte-level BPE tokenizer of the model's vocabulary size in Qwen2.5-Instruct's chat format; made-up
 prompts of about --prompt-tokens tokens. Training goes through the project's launcher
 (``python -m vicurl.engines.verl.launch``, the train job's own command) with config/paper.yaml's run
@@ -14,7 +14,7 @@ Printed, per step, from the run's own logs: verl's timings (``timing_s/*``: gen 
 old_log_prob, ref, update_actor, the weight sync, the whole step), its ``perf/*`` (the actor's peak
 memory, tokens per second per GPU), the tokens of the step; on CUDA also the peak memory of the whole
 GPU (every process: vLLM and the actor; NVML's count), sampled every 0.5 s. The figures for
-gpu_time_estimate.py's throughput assumptions and gpu_memory.py's factors come from here (name the
+vicurl.planning.cost's throughput assumptions and gpu_memory.py's factors come from here (name the
 card; converting to an A100 is an assumption). One GPU holds the 1.5B and 3B shapes on an 80 GB card;
 the 7B shape, and any shape on a 40 GB A100, needs the paper's 8 GPUs (--gpus 8: its weights and AdamW
 moments are sharded over them; docs/paper.md, "GPU memory (estimated)"). On an H200 a run takes about 3 minutes to
@@ -45,9 +45,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO / "measurements"))
 
-from gpu_time_estimate import ARCHS, load_config, model_classes  # noqa: E402
+from vicurl.checks import read_file as load_config  # noqa: E402
+from vicurl.planning.cost import ARCHS, model_classes  # noqa: E402
 
 from vicurl import runs  # noqa: E402
 from vicurl.rehearsal.stand_ins import CHATML  # noqa: E402

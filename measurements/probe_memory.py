@@ -1,6 +1,6 @@
 """Peak memory of one variance probe (the paper's method, streaming) at a paper model's shape, through the
 probe's own functions (`vicurl.probes.probe.rollout_gradient`, `.estimate`): random weights from the
-model's published configuration (gpu_time_estimate.ARCHS), float32 as the probe keeps them, one sequence
+model's published configuration (vicurl.planning.cost.ARCHS), float32 as the probe keeps them, one sequence
 of ``--tokens`` (prompt + response: 512 + 2,760 for the paper's probes) per pass, and four distinct
 subsets (full, kept, and each's informative prompts: the normal case, which holds four subset means).
 
@@ -25,9 +25,8 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO / "measurements"))
 
-from gpu_time_estimate import ARCHS, model_classes  # noqa: E402
+from vicurl.planning.cost import ARCHS, model_classes  # noqa: E402
 
 from vicurl.probes.probe import ProbeConfig, estimate, rollout_gradient, trainable_shapes  # noqa: E402
 from vicurl.sampling import Rollouts  # noqa: E402

@@ -50,9 +50,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO / "measurements"))
 
-from gpu_time_estimate import load_config  # noqa: E402
+from vicurl.checks import read_file as load_config  # noqa: E402
 from paper_shape_steps import write_model  # noqa: E402
 
 

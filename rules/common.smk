@@ -9,11 +9,34 @@ import vicurl.data.sources as sources_lib
 import vicurl.models.fetch as fetch_lib
 import vicurl.report.tableconfig as tables_lib
 import vicurl.runs as runs_lib
+import vicurl.targets as targets_lib
 from snakemake.logging import logger
 
-checks_lib.read(config, os.path.join(workflow.basedir, "config", "schema.yaml"))  # every check; fills in defaults
+
+def fail(message):
+    """Stop with one line: an exception here would print its traceback through this file and vicurl's."""
+    print(f"Error: {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def config_error(error):
+    """A config check's error (``key: what``), led by the file of the layered configs that set that key."""
+    message = str(error)
+    key = checks_lib.leading_key(message)
+    if key is None:
+        fail(message)
+    fail(f"{checks_lib.key_source(key, workflow.configfiles, workflow.config_settings.config)}: {message}")
+
+
+try:
+    checks_lib.read(config, os.path.join(workflow.basedir, "config", "schema.yaml"))  # every check; fills in defaults
+except ValueError as e:
+    config_error(e)
 
 R = runs_lib.results_dir(config)
+# a report target (tables, table_<name>, figures, report) plans report jobs alone (vicurl.targets; Snakefile)
+TARGETS = targets_lib.requested()
+REPORT_ONLY = targets_lib.report_only(TARGETS, f"{R}/report")
 RUNS = runs_lib.runs(config)
 STUDIES = list(config["studies"])
 SETTINGS = sorted({r.setting for r in RUNS} | {runs_lib.BASE})
@@ -32,6 +55,15 @@ PREPARED = sources_lib.prepared(config["datasets"])  # real sets: one prepare_da
 
 def dataset_path(name):
     return f"{R}/data/{name}.parquet"
+
+
+for _name in [] if REPORT_ONLY else PREPARED:  # a local file a set still needs: named by its key
+    for _key, _path in sources_lib.local_files(config["datasets"][_name]):
+        if not os.path.exists(_path) and not os.path.exists(dataset_path(_name)):
+            config_error(
+                f"datasets.{_name}.{_key}: {_path} does not exist (a relative path is read from the "
+                f"folder Snakemake runs in, {os.getcwd()})"
+            )
 
 
 def manifest_path(name):
@@ -256,12 +288,70 @@ def eval_model_dir_at(w, step):
 
 
 # Report: the resolved tables (tableconfig.resolve warns about rows without runs) and figure lists.
-TABLES, _table_warnings = tables_lib.resolve(config)
+try:
+    TABLES, _table_warnings = tables_lib.resolve(config)
+except ValueError as e:
+    config_error(e)
 for _w in _table_warnings:
     logger.warning(f"config: {_w}")
 PAPER_TABLES = [n for n, t in TABLES.items() if t["paper"]]
 PAPER_NUMBERS = f"{workflow.basedir}/config/paper_numbers.csv"
 CAPTIONS = f"{workflow.basedir}/rules/captions"
+
+
+def table_definition(name, caption=True):
+    """A resolved table (``TABLES``); without its caption for the jobs that do not print it."""
+    return TABLES[name] if caption else {**TABLES[name], "caption": ""}
+
+
+# A report job's settings as a file among its inputs (`settings_file`), rewritten when the DAG is built and the
+# settings differ from the file's: a changed caption, style or report.version makes it newer than the job's
+# outputs, which reruns exactly the report jobs it touches, with or without Snakemake's records of each job's
+# params (a copied results folder has no .snakemake/). No rule makes these files: Snakemake would not make a
+# missing input of a job whose outputs look up to date.
+SETTINGS_DIR = f"{R}/report/.settings"
+
+
+def settings_text(rule_name, wildcards):
+    """The params a report rule's job takes, as canonical JSON (each params function called on the wildcards)."""
+    import json
+
+    values = {k: (v(wildcards) if callable(v) else v) for k, v in workflow.get_rule(rule_name).params.items()}
+    return json.dumps({"rule": rule_name, "params": values}, sort_keys=True, default=str) + "\n"
+
+
+def settings_file(rule_name):
+    """The input function of a report rule's settings file, ``<rule>/<wildcard>=<value>/....json``: rewritten
+    where its settings changed. A dry run leaves the results as they are: a changed file goes to a temp folder
+    instead, new, so that the dry run shows the job."""
+    from vicurl.io import write_text
+
+    def path(w):
+        text = settings_text(rule_name, w)
+        out = "/".join([SETTINGS_DIR, rule_name, *(f"{k}={v}" for k, v in w.items())]) + ".json"
+        if os.path.exists(out) and open(out).read() == text:
+            return out
+        if workflow.dryrun:
+            out = os.path.join(dry_run_folder(), os.path.relpath(out, SETTINGS_DIR))
+        write_text(out, text)
+        return out
+
+    return path
+
+
+_dry_run = []
+
+
+def dry_run_folder():
+    """A temp folder of this process for a dry run's changed settings files, removed at its exit."""
+    if not _dry_run:
+        import atexit
+        import shutil
+        import tempfile
+
+        _dry_run.append(tempfile.mkdtemp(prefix="vicurl-settings-"))
+        atexit.register(shutil.rmtree, _dry_run[0], True)
+    return _dry_run[0]
 
 
 def table_outputs(name):
@@ -392,3 +482,71 @@ def study_outputs(study):
         + variance_figures(study)
         + [p for name, t in TABLES.items() if t["study"] == study for p in table_outputs(name)]
     )
+
+
+def report_outputs():
+    """Every report file: the tables, the figures, the probes' table, the scores across seeds, the findings."""
+    return (
+        [p for name in TABLES for p in table_outputs(name)]
+        + curve_figures()
+        + schedule_figures()
+        + variance_figures()
+        + ([f"{R}/report/probes.csv"] if runs_lib.probes(config) else [])
+        + [f"{R}/report/scores_across_seeds.csv"]
+        + ([f"{R}/report/findings.md"] if FINDINGS else [])
+    )
+
+
+def figure_results(study=None):
+    """The results the figures read: the studies' scores and training metrics, the probes."""
+    curves = [s for s in _studies(study) if curve_figures(s)]
+    return (
+        [f for s in curves for f in all_scores(s)]
+        + [
+            f"{R}/runs/{r.path}/metrics.jsonl"
+            for s in curves
+            for m in config["studies"][s]["models"]
+            for r in curve_runs(s, m)
+        ]
+        + [f"{R}/runs/{r.path}/metrics.jsonl" for r in RUNS if r.curriculum in config["report"]["schedule_curricula"]]
+        + [p for s in _studies(study) for p in all_probes(s) if variance_figures(s)]
+    )
+
+
+def report_results(target):
+    """The results (files the report rules read and do not make) a report target needs."""
+    if target == "tables":
+        return [f for name in TABLES for f in table_score_inputs(name)]
+    if target.startswith("table_") and target[len("table_") :] in TABLES:
+        return table_score_inputs(target[len("table_") :])
+    if target == "figures":
+        return figure_results()
+    if target == "report":
+        findings = (
+            findings_probes()
+            + [f"{R}/runs/{r.path}/metrics.jsonl" for r in findings_runs()]
+            + [f"{R}/eval/{r.path}/graded.parquet" for r in findings_base()]
+            + ([dataset_path(b) for b in config["studies"][FINDINGS["study"]]["benchmarks"]] if FINDINGS else [])
+        )
+        return all_scores() + figure_results() + all_probes() + findings
+    return []  # a report file by its path: Snakemake names what it lacks
+
+
+def check_targets():
+    """After every rule is defined: an unknown target is named with the targets there are, and a report
+    target whose results are missing names them (in one line) instead of planning their jobs."""
+    targets = ["all", "data", "models", "train_all", "eval_all", "probes", *targets_lib.REPORT_TARGETS]
+    targets += [f"study_{s}" for s in STUDIES] + [f"table_{t}" for t in TABLES]
+    rules = [r.name for r in workflow.rules if not r.has_wildcards()]
+    unknown = targets_lib.unknown_target([t for t in TARGETS or [] if t not in rules], targets)
+    if unknown:
+        fail(unknown)
+    if not REPORT_ONLY:
+        return
+    missing = list(dict.fromkeys(f for t in TARGETS for f in report_results(t) if not os.path.exists(f)))
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        fail(
+            f"{' '.join(TARGETS)} reads results only, and {len(missing)} are missing: {shown} "
+            f"(`snakemake all`, or a study's target `study_<name>`, makes them)"
+        )

@@ -1,10 +1,6 @@
 # Variance probes (the paper's "Does VI-CuRL Really Reduce Variance?"): per probed run and
 # checkpoint, the action and problem variances of real per-rollout gradients, on the prompts
-# the curriculum keeps and on the full batch; then one table of all probes.
-
-
-localrules:
-    probes_table,
+# the curriculum keeps and on the full batch (their table: rules/report.smk, probes_table).
 
 
 rule probe:
@@ -33,18 +29,3 @@ rule probe:
         device=DEVICE,
     script:
         "../workflow_scripts/probe.py"
-
-
-rule probes_table:
-    input:
-        all_probes(),
-    output:
-        f"{R}/report/probes.csv",
-    log:
-        f"{R}/logs/report/probes_table.log",
-    conda:
-        "../envs/cpu.yaml"
-    params:
-        report_version=config["report"]["version"],  # a report file: rules/report.smk
-    script:
-        "../workflow_scripts/probes_table.py"

@@ -1,8 +1,10 @@
 # Report: scores across seeds, the paper's LaTeX tables (and paper-vs-reproduction tables),
-# figures. These rules only read results: a change to a table's definition or style reruns
-# only that table's rules (its definition is a `params` value). Each takes `report.version`:
+# figures, the probes' table, the findings. These rules only read results, and a report target
+# (tables, table_<name>, figures, report) includes them alone (the Snakefile). Each job's params are
+# also a settings file among its inputs (`settings_file`): a change to a table's definition or style
+# reruns only that table's rules, with or without Snakemake's records. Each takes `report.version`:
 # bump it after a change to the report's code and every report file is made again, nothing
-# upstream (the cluster profile reruns no job for a code change alone).
+# upstream (the workflow profile reruns no job for an edited script alone).
 
 
 localrules:
@@ -14,12 +16,14 @@ localrules:
     learning_curves,
     schedule_figure,
     variance_figures,
+    probes_table,
     findings,
 
 
 rule aggregate:
     input:
-        all_scores(),
+        scores=all_scores(),
+        settings=settings_file("aggregate"),
     output:
         per_seed=f"{R}/report/scores.csv",
         across_seeds=f"{R}/report/scores_across_seeds.csv",
@@ -38,7 +42,8 @@ rule aggregate:
 rule study_scores:
     """The per-seed scores of one study's runs and of the Base evaluations they start from."""
     input:
-        lambda w: all_scores(w.study),
+        scores=lambda w: all_scores(w.study),
+        settings=settings_file("study_scores"),
     output:
         f"{R}/report/scores/{{study}}.csv",
     log:
@@ -56,7 +61,8 @@ rule study_scores:
 rule table_scores:
     """The per-seed scores one table reads, and only those (runs_lib.table_evaluations)."""
     input:
-        lambda w: table_score_inputs(w.table),
+        scores=lambda w: table_score_inputs(w.table),
+        settings=settings_file("table_scores"),
     output:
         f"{R}/report/tables/{{table}}.scores.csv",
     log:
@@ -74,7 +80,8 @@ rule table_scores:
 
 rule table:
     input:
-        f"{R}/report/tables/{{table}}.scores.csv",
+        scores=f"{R}/report/tables/{{table}}.scores.csv",
+        settings=settings_file("table"),
     output:
         tex=report(
             f"{R}/report/tables/{{table}}.tex",
@@ -96,7 +103,7 @@ rule table:
         "../envs/cpu.yaml"
     params:
         report_version=config["report"]["version"],
-        table=lambda w: TABLES[w.table],
+        table=lambda w: table_definition(w.table),
     script:
         "../workflow_scripts/table.py"
 
@@ -105,6 +112,7 @@ rule table_vs_paper:
     input:
         scores=f"{R}/report/tables/{{table}}.scores.csv",
         paper=PAPER_NUMBERS,
+        settings=settings_file("table_vs_paper"),
     output:
         tex=report(
             f"{R}/report/tables/{{table}}.vs_paper.tex",
@@ -126,7 +134,7 @@ rule table_vs_paper:
         "../envs/cpu.yaml"
     params:
         report_version=config["report"]["version"],
-        table=lambda w: TABLES[w.table],
+        table=lambda w: table_definition(w.table, caption=False),  # its caption is its own
     script:
         "../workflow_scripts/table_vs_paper.py"
 
@@ -136,6 +144,7 @@ rule learning_curves:
     input:
         scores=f"{R}/report/scores/{{study}}.csv",
         metrics=lambda w: [f"{R}/runs/{r.path}/metrics.jsonl" for r in curve_runs(w.study, w.model)],
+        settings=settings_file("learning_curves"),
     output:
         png=report(
             f"{R}/report/figures/learning_curves/{{study}}/{{model}}.png",
@@ -172,10 +181,11 @@ rule learning_curves:
 
 rule schedule_figure:
     input:
-        lambda w: [
+        metrics=lambda w: [
             f"{R}/runs/{runs_lib.Run.of(w.study, w.model, w.setting, s).path}/metrics.jsonl"
             for s in config["studies"][w.study]["seeds"]
         ],
+        settings=settings_file("schedule_figure"),
     output:
         png=report(
             f"{R}/report/figures/schedule/{{study}}/{{model}}/{{setting}}.png",
@@ -201,6 +211,7 @@ rule variance_figures:
     """The paper's variance-ratio and absolute-variance figures: one panel per probed model."""
     input:
         probes=lambda w: all_probes(w.study, w.setting),
+        settings=settings_file("variance_figures"),
     output:
         ratio_png=report(
             f"{R}/report/figures/variance/{{study}}/{{setting}}_ratio.png",
@@ -242,6 +253,7 @@ rule findings:
         base=[f"{R}/eval/{r.path}/graded.parquet" for r in findings_base()],
         benchmarks=[dataset_path(b) for b in config["studies"][FINDINGS["study"]]["benchmarks"]] if FINDINGS else [],
         paper=PAPER_NUMBERS,
+        settings=settings_file("findings"),
     output:
         markdown=report(f"{R}/report/findings.md", caption=f"{CAPTIONS}/findings.rst", category="Findings"),
         tex=f"{R}/report/findings.tex",
@@ -263,6 +275,22 @@ rule findings:
         "../workflow_scripts/findings.py"
 
 
+rule probes_table:
+    input:
+        probes=all_probes(),
+        settings=settings_file("probes_table"),
+    output:
+        f"{R}/report/probes.csv",
+    log:
+        f"{R}/logs/report/probes_table.log",
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        report_version=config["report"]["version"],
+    script:
+        "../workflow_scripts/probes_table.py"
+
+
 rule tables:
     input:
         [p for name in TABLES for p in table_outputs(name)],
@@ -273,6 +301,12 @@ rule figures:
         curve_figures(),
         schedule_figures(),
         variance_figures(),
+
+
+rule report:
+    """Every report file from the results there are: tables, figures, scores, the probes' table, the findings."""
+    input:
+        report_outputs(),
 
 
 # one target per study: `snakemake study_{name}` (its runs, evaluations, probes, figures, tables)

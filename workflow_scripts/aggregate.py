@@ -6,7 +6,7 @@ from vicurl.report.aggregate import across_seeds, collect, read_scores
 from vicurl.workflow import setup
 
 log = setup(snakemake)
-per_seed = collect(read_scores(snakemake.input, keep=snakemake.params.keep))
+per_seed = collect(read_scores(snakemake.input.scores, keep=snakemake.params.keep))
 summary = across_seeds(per_seed, metrics=tuple(snakemake.params.metrics))
 for df, out in ((per_seed, snakemake.output.per_seed), (summary, snakemake.output.across_seeds)):
     with atomic_path(out) as tmp:

@@ -7,7 +7,7 @@ from vicurl.report.aggregate import collect, read_scores
 from vicurl.workflow import setup
 
 log = setup(snakemake)
-per_seed = collect(read_scores(snakemake.input, keep=snakemake.params.keep))
+per_seed = collect(read_scores(snakemake.input.scores, keep=snakemake.params.keep))
 with atomic_path(snakemake.output[0]) as tmp:
     per_seed.to_csv(tmp, index=False)
 log.info("%d score records -> %s", len(per_seed), snakemake.output[0])

@@ -10,7 +10,7 @@ from vicurl.workflow import setup
 
 log = setup(snakemake)
 keys = ["study", "model", "reward", "curriculum", "seed", "step"]
-df = pd.DataFrame([json.loads(open(p).read()) for p in snakemake.input]).drop(columns="per_prompt", errors="ignore")
+df = pd.DataFrame([json.loads(open(p).read()) for p in snakemake.input.probes]).drop(columns="per_prompt", errors="ignore")
 df = df[keys + [c for c in df.columns if c not in keys]].sort_values(keys)
 with atomic_path(snakemake.output[0]) as tmp:
     df.to_csv(tmp, index=False)

@@ -7,7 +7,7 @@ from vicurl.report.schedule import schedule_figure
 from vicurl.workflow import setup
 
 log = setup(snakemake)
-frames = [pd.read_json(path, lines=True).assign(seed=seed) for path, seed in zip(snakemake.input, snakemake.params.seeds)]
+frames = [pd.read_json(path, lines=True).assign(seed=seed) for path, seed in zip(snakemake.input.metrics, snakemake.params.seeds)]
 schedule_figure(pd.concat(frames, ignore_index=True), [snakemake.output.png, snakemake.output.pdf],
                 title=snakemake.params.title)
 log.info("schedule of %d run(s)", len(frames))

@@ -12,7 +12,7 @@ from vicurl.workflow import setup
 
 log = setup(snakemake)
 t = snakemake.params.table
-scores = pd.read_csv(snakemake.input[0])
+scores = pd.read_csv(snakemake.input.scores)
 cells = table_cells(t, scores)
 write_text(snakemake.output.tex, render(table_spec(t), cells, table_notes(t, scores)))
 with atomic_path(snakemake.output.cells) as tmp:

@@ -7,8 +7,9 @@ they resolve (`vicurl.report.tableconfig`)."""
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -17,6 +18,7 @@ from vicurl import runs as R
 from vicurl.data import sources
 from vicurl.errors import ConfigError
 from vicurl.settings import SCHEMA, TrainSettings
+from vicurl.targets import nearest
 
 
 def with_defaults(config: dict[str, Any], schema_path: str | Path = SCHEMA) -> dict[str, Any]:
@@ -39,29 +41,127 @@ def with_defaults(config: dict[str, Any], schema_path: str | Path = SCHEMA) -> d
 
 
 def read(config: dict[str, Any], schema_path: str | Path = SCHEMA) -> dict[str, Any]:
-    """Check ``config`` against the schema, fill in its defaults (in place) and check the rest."""
+    """Read the values the schema types (in place), check ``config`` against it, fill in its defaults and
+    check the rest."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    typed(config, schema)
     check_schema(config, schema_path)
     with_defaults(config, schema_path)
     check(config)
     return config
 
 
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+_READERS = {
+    "integer": lambda s: int(s) if re.fullmatch(r"[+-]?\d+", s) else None,
+    "number": lambda s: float(s) if _NUMBER.fullmatch(s) else None,
+    "boolean": lambda s: {"true": True, "false": False}.get(s.lower()),
+}
+
+
+def typed(config: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Strings read as the numbers or booleans the schema asks for, in place: YAML 1.1 reads ``1e-6`` (no
+    dot) as a string, and Snakemake's ``--config key='{...}'`` gives every nested value as one. A string the
+    schema's type cannot read stays, and the schema check names it."""
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(schema)
+    for _ in range(100):  # a value fixed can reveal others below it (a list's items)
+        changed = False
+        for err in validator.iter_errors(config):
+            if err.validator != "type" or not isinstance(err.instance, str) or not err.absolute_path:
+                continue
+            wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+            text = err.instance.strip()
+            if "null" in wanted and text in ("null", "~", ""):
+                value, found = None, True
+            else:
+                found = False
+                for t in ("integer", "number", "boolean"):
+                    value = _READERS[t](text) if t in wanted else None
+                    if value is not None:
+                        found = True
+                        break
+            if found:
+                *parents, last = err.absolute_path
+                node = config
+                for k in parents:
+                    node = node[k]
+                node[last] = value
+                changed = True
+        if not changed:
+            break
+    return config
+
+
 def schema_error(config: Mapping[str, Any], schema: Mapping[str, Any]) -> str | None:
-    """The most relevant violation of ``schema`` in ``config`` as one line, or None."""
+    """The most relevant violation of ``schema`` in ``config`` as one line, or None: ``key: what``, an
+    unknown key with the nearest known one."""
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import best_match
 
     err = best_match(Draft202012Validator(schema).iter_errors(dict(config)))
     if err is None:
         return None
-    where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-    return f"config key {where}: {err.message}"
+    path = [str(p) for p in err.absolute_path]
+    if err.validator == "additionalProperties" and isinstance(err.instance, Mapping):
+        known = list((err.schema.get("properties") or {}))
+        unknown = [k for k in err.instance if k not in known]
+        if unknown:
+            where = ".".join(path) or "the config"
+            return (f"{'.'.join([*path, str(unknown[0])])}: not a key of {where}{nearest(unknown[0], known)}; "
+                    f"its keys: {', '.join(known)}")
+    return f"{'.'.join(path) or '(top level)'}: {err.message}"
 
 
 def check_schema(config: Mapping[str, Any], schema_path: str | Path) -> None:
     msg = schema_error(config, yaml.safe_load(Path(schema_path).read_text()))
     if msg is not None:
         raise ConfigError(f"{msg} (config/schema.yaml describes every key)")
+
+
+_KEY = re.compile(r"[A-Za-z_][\w\-]*(?:\.[\w\-]+)*")
+
+
+def leading_key(message: str) -> str | None:
+    """The config key an error message starts with (``studies.x.models: ...``), or None."""
+    m = _KEY.match(message)
+    return m.group(0) if m and message[m.end():m.end() + 1] in (":", "=") else None
+
+
+def key_source(key: str, files: Sequence[str | Path], overrides: Mapping[str, Any] | None = None) -> str:
+    """Where a merged config's ``key`` (dotted) was set: ``--config`` where an override sets it, else the last
+    of the layered ``files`` whose keys reach deepest along it (a later file wins, key by key), else the
+    schema's defaults."""
+    parts = key.split(".")
+
+    def depth(tree: Any) -> int:
+        d = 0
+        for k in parts:
+            if not isinstance(tree, Mapping) or k not in tree:
+                break
+            tree, d = tree[k], d + 1
+        return d
+
+    best, where = 0, None
+    for f in files:
+        try:
+            d = depth(yaml.safe_load(Path(f).read_text()) or {})
+        except (OSError, yaml.YAMLError):
+            continue
+        if d and d >= best:
+            best, where = d, _shown(f)
+    if overrides and depth(overrides) and depth(overrides) >= best:
+        return "--config"
+    return where or "config/schema.yaml (a default)"
+
+
+def _shown(path: str | Path) -> str:
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
 
 
 def check(config: dict[str, Any]) -> None:
@@ -86,9 +186,11 @@ def _check_findings(config: dict[str, Any]) -> None:
     if not f:
         return
     if f["study"] not in config["studies"]:
-        raise ValueError(f"findings.study: study {f['study']!r} is not defined under `studies`")
+        raise ValueError(f"findings.study: study {f['study']!r} is not defined under `studies`"
+                         f"{nearest(f['study'], config['studies'])}")
     if f["model"] not in config["studies"][f["study"]]["models"]:
-        raise ValueError(f"findings.model: model {f['model']!r} is not a model of study {f['study']!r}")
+        raise ValueError(f"findings.model: model {f['model']!r} is not a model of study {f['study']!r}"
+                         f"{nearest(f['model'], config['studies'][f['study']]['models'])}")
     metric = f["metric"]
     if metric not in [f"pass@{k}" for k in config["eval"]["ks"]]:
         raise ValueError(f"findings.metric: {metric!r} is not computed (eval.ks: {config['eval']['ks']})")
@@ -97,18 +199,27 @@ def _check_findings(config: dict[str, Any]) -> None:
 def _check_references(config: dict[str, Any], name: str, s: dict[str, Any]) -> None:
     """A study's datasets, models, rewards and curricula are defined in their sections."""
     where = f"studies.{name}"
-    for key in [s["train_set"], *s["benchmarks"]]:
-        if key not in config["datasets"]:
-            raise ValueError(f"{where}: dataset {key!r} is not defined under `datasets`")
+    for key, value in [("train_set", s["train_set"]), *(("benchmarks", b) for b in s["benchmarks"])]:
+        if value not in config["datasets"]:
+            raise ValueError(f"{where}.{key}: dataset {value!r} is not defined under `datasets`"
+                             f"{nearest(value, config['datasets'])}")
     for model in s["models"]:
         if model not in config["models"]:
-            raise ValueError(f"{where}.models: model {model!r} is not defined under `models`")
+            raise ValueError(f"{where}.models: model {model!r} is not defined under `models`"
+                             f"{nearest(model, config['models'])}")
     for reward, curricula in s["settings"].items():
         if reward not in config["rewards"]:
-            raise ValueError(f"{where}.settings: reward {reward!r} is not defined under `rewards`")
+            raise ValueError(f"{where}.settings: reward {reward!r} is not defined under `rewards`"
+                             f"{nearest(reward, config['rewards'])}")
         for c in curricula:
             if c not in config["curricula"]:
-                raise ValueError(f"{where}.settings.{reward}: curriculum {c!r} is not defined under `curricula`")
+                raise ValueError(f"{where}.settings.{reward}: curriculum {c!r} is not defined under `curricula`"
+                                 f"{nearest(c, config['curricula'])}")
+    seeds = list(s["seeds"])
+    twice = sorted({x for x in seeds if seeds.count(x) > 1})
+    if twice:
+        raise ValueError(f"{where}.seeds: seed {twice[0]} is listed {seeds.count(twice[0])} times (each seed is one "
+                         f"run of every setting)")
 
 
 def _check_training(config: dict[str, Any], name: str, s: dict[str, Any]) -> None:
@@ -167,14 +278,15 @@ def _check_probes(config: dict[str, Any]) -> None:
     probes = config.get("probes", {}) or {}
     for study in probes.get("studies", []):
         if study not in config["studies"]:
-            raise ValueError(f"probes.studies: study {study!r} is not defined under `studies`")
+            raise ValueError(f"probes.studies: study {study!r} is not defined under `studies`"
+                             f"{nearest(study, config['studies'])}")
         if R.source_study(config, study) is not None:
             raise ValueError(f"probes.studies: study {study!r} continues study {R.source_study(config, study)!r}; "
                              f"probe that study's runs")
     for key, defined in (("models", "models"), ("rewards", "rewards")):
         for v in probes.get(key) or []:
             if v not in config[defined]:
-                raise ValueError(f"probes.{key}: {v!r} is not defined under `{defined}`")
+                raise ValueError(f"probes.{key}: {v!r} is not defined under `{defined}`{nearest(v, config[defined])}")
     for c in probes.get("curricula", []):
         if c not in methods.probeable():
             raise ValueError(f"probes.curricula: {c!r} keeps state across steps; probe one of {methods.probeable()}")
@@ -225,7 +337,8 @@ def _check_continuation(config: dict[str, Any], name: str) -> None:
         return
     where = f"studies.{name}"
     if src not in config["studies"] or src == name:
-        raise ValueError(f"{where}.continues: {src!r} is not another study under `studies`")
+        raise ValueError(f"{where}.continues: {src!r} is not another study under `studies`"
+                         f"{nearest(src, [k for k in config['studies'] if k != name])}")
     if R.source_study(config, src) is not None:
         raise ValueError(f"{where}.continues: study {src!r} itself continues {R.source_study(config, src)!r}; "
                          f"continue {R.source_study(config, src)!r}'s runs in one study")

@@ -1,5 +1,10 @@
-"""The error a wrong config raises (the message names the key); `vicurl.checks` raises it."""
+"""The errors a user fixes in their input: a config key, a dataset file or row. Each message names the file,
+row or key; a job that stops on one logs that line alone, without a traceback (`vicurl.workflow.setup`)."""
 
 
-class ConfigError(ValueError):
+class InputError(ValueError):
+    """Bad input, not a defect: the message says what to fix and where."""
+
+
+class ConfigError(InputError):
     """The config is wrong (its schema, or a dataset entry: `vicurl.data.sources`); the message names the key."""

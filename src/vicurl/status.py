@@ -1,16 +1,21 @@
 """Where a study stands, without starting a job: each run's state, progress and speed, and the GPU hours
-spent against the plan's estimate.
+spent against the plan's estimate; or, given a target, what the target builds and what it costs.
 
     python -m vicurl.status                                   # the demo (config/demo.yaml) in this folder
     python -m vicurl.status --configfile config/paper.yaml   # the config files as Snakemake was given them
         [--workdir DIR] [--csv PATH] [--no-estimate]
+    python -m vicurl.status study_curriculum_ablation --configfile config/paper.yaml   # a target's plan
+
+A target's plan (``vicurl.planning.target``): Snakemake's own dry run of it, its jobs per rule, those a cluster
+profile sends to the cluster, and the estimated A100 hours of everything it builds (``vicurl.planning.cost``),
+the jobs of other studies it borrows among them.
 
 Per training run: its state, step t of T and seconds a step (from its ``_work/metrics.jsonl``, one row a
 finished step, stamped with its time and its job's start: the wall time between the current job's rows,
 generation, saves and all), the estimated finish of a running run, its last reward and accuracy, and the GPU
 hours its jobs took. Per study and in all: jobs done of planned (train, generate_checkpoint, grade, probe, and
-prompt_stats in all) and the GPU hours spent, against `measurements/gpu_time_estimate.py`'s figure (A100
-hours; for configs of the paper's models). Printed as tables, which also go to ``<results>/status.csv`` (the
+prompt_stats in all) and the GPU hours spent, against the cost model's estimate (A100 hours,
+`vicurl.planning.cost`; for configs of the verl engine, its models' sizes known). Printed as tables, which also go to ``<results>/status.csv`` (the
 runs) and ``<results>/status_studies.csv`` (the studies).
 
 A run's state:
@@ -40,7 +45,6 @@ from __future__ import annotations
 import argparse
 import base64
 import csv
-import hashlib
 import json
 import math
 import os
@@ -396,31 +400,15 @@ def benchmark_seconds(path: Path) -> float:
 # ---------------------------------------------------------------- the plan's estimate
 
 
-def estimate(config: dict, cache: Path) -> tuple[float, dict[str, float]] | None:
-    """`measurements/gpu_time_estimate.py`'s A100 hours of the GPU rules, in all and per study (None where
-    the config's models have no published architecture there), cached by the config and the script."""
-    script = REPO / "measurements" / "gpu_time_estimate.py"
-    key = hashlib.sha256((json.dumps(config, sort_keys=True, default=str) + script.read_text()).encode()).hexdigest()
-    if cache.exists():
-        saved = json.loads(cache.read_text())
-        if saved.get("key") == key:
-            return (saved["total"], saved["studies"]) if saved["total"] is not None else None
-    sys.path.insert(0, str(script.parent))
-    import yaml
-    from gpu_time_estimate import ARCHS, Assumptions, Cpu, plan
+def estimate(config: dict, workdir: Path = Path(".")) -> tuple[float, dict[str, float]] | None:
+    """The cost model's A100 hours of the GPU jobs, in all and per study; None for the CPU engine (no GPU). The
+    jobs of a model or set whose size is not known are left out (``vicurl.planning.cost.unknown`` says which)."""
+    from vicurl.planning import cost
 
-    result: tuple[float, dict[str, float]] | None = None
-    if all(m.get("hub_id") in ARCHS for m in config["models"].values()):
-        profile = yaml.safe_load((REPO / "slurm-a100" / "config.yaml").read_text())
-        jobs, _ = plan(config, profile, Assumptions(), Cpu())
-        studies: dict[str, float] = {}
-        for j in jobs:
-            studies[j.study] = studies.get(j.study, 0.0) + j.gpus * j.wall_s / 3600
-        result = (sum(studies.values()), studies)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"key": key, "total": result[0] if result else None,
-                                 "studies": result[1] if result else {}}))
-    return result
+    if config["engine"] != "verl":
+        return None
+    studies = cost.by_study(cost.jobs(config, workdir=workdir))
+    return sum(studies.values()), studies
 
 
 # ---------------------------------------------------------------- all of it
@@ -451,7 +439,7 @@ def status(config: dict, workdir: Path, with_estimate: bool = True) -> dict[str,
     for rule, study, output, timing, gpus in planned_jobs(config):
         done = (workdir / output).exists() and output not in marks
         count(study, rule, done, benchmark_seconds(workdir / timing) * gpus / 3600 if done and gpus else 0.0)
-    est = estimate(config, workdir / runs_lib.results_dir(config) / "status" / "estimate.json") if with_estimate else None
+    est = estimate(config, workdir) if with_estimate else None
     return {"runs": runs, "studies": studies, "estimate": est}
 
 
@@ -462,18 +450,30 @@ def _fmt(x: float, spec: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("targets", nargs="*", help="a target's plan instead of where the study stands (name it before "
+                    "--configfile)")
     ap.add_argument("--configfile", nargs="+", type=Path, default=[], help="the config files, as given to Snakemake")
     ap.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE",
                     help="config overrides, as given to Snakemake's --config")
     ap.add_argument("--workdir", type=Path, default=Path("."), help="Snakemake's working directory")
     ap.add_argument("--csv", type=Path, help="the runs' table (default: <results>/status.csv; the studies' beside it, "
                     "status_studies.csv)")
-    ap.add_argument("--no-estimate", action="store_true", help="leave out gpu_time_estimate.py's figure")
+    ap.add_argument("--no-estimate", action="store_true", help="leave out the cost model's estimate")
     a = ap.parse_args(argv)
     try:
         config = load_config(a.configfile, a.config)
     except (ConfigError, OSError, ValueError) as e:  # a config file missing or invalid, a key wrong
         ap.exit(2, f"vicurl.status: {e}\n")
+    if a.targets:
+        from vicurl.planning import target
+
+        try:
+            jobs = target.dry_run(a.targets, a.configfile, a.config, a.workdir)
+        except target.DryRunFailed as e:
+            ap.exit(2, f"vicurl.status: {e}\n")
+        for line in target.render(target.plan(a.targets, config, jobs, a.workdir)):
+            print(line)
+        return
     result = status(config, a.workdir, not a.no_estimate)
     runs = result["runs"]
     head = f"{'study':<12}{'model':<20}{'setting':<30}{'seed':>5}  {'state':<8}{'step':>10}{'s/step':>9}  {'finish':<17}{'reward':>8}{'acc':>7}{'GPU h':>9}"
@@ -498,7 +498,12 @@ def main(argv: list[str] | None = None) -> None:
                                         for rule in rules for i, what in ((1, "done"), (0, "planned"))},
                       "gpu_hours": s["gpu_hours"], "estimate_a100_hours": figure})
     if est is None and not a.no_estimate:
-        print("(no estimate: gpu_time_estimate.py knows the paper's models only)")
+        print("(no estimate: the CPU engine uses no GPU)")
+    elif est is not None:
+        from vicurl.planning import cost
+
+        for why in cost.unknown(config, a.workdir).values():
+            print(f"(not in the estimate: {why})")
     path = a.csv or a.workdir / runs_lib.results_dir(config) / "status.csv"
     _write_csv(path, [asdict(r) for r in runs], [fl.name for fl in fields(RunStatus)])
     _write_csv(path.with_name(path.stem + "_studies.csv"), table, list(table[0]) if table else ["study"])

@@ -57,7 +57,14 @@ NEW_JOB = "a new job of this run starts (above: the earlier jobs' log)"
 
 
 def _log_failure(exc_type, exc, tb) -> None:
-    logging.getLogger("vicurl").error("the job failed", exc_info=(exc_type, exc, tb))
+    """Bad input (`vicurl.errors.InputError`: its message names the file, row or key) in one line; anything
+    else with its traceback."""
+    from vicurl.errors import InputError
+
+    if isinstance(exc, InputError):
+        logging.getLogger("vicurl").error("the job failed: %s", exc)
+    else:
+        logging.getLogger("vicurl").error("the job failed", exc_info=(exc_type, exc, tb))
 
 
 #: set to a folder, every job writes there at exit how long its process lived and the modules it

@@ -724,21 +724,20 @@ def test_a_dtype_the_gpu_kernel_cannot_take_stops_the_run_before_a_model_is_buil
     cfg = checks.read(yaml.safe_load((REPO / "config" / "gpu_smoke.yaml").read_text()))
     (run,) = runs_lib.runs(cfg)
 
-    def composed(*extra, device="cuda", attention=varlen_attention.NAME):
+    def composed(*extra, attention=varlen_attention.NAME):
         ov = launch.overrides(runs_lib.train_settings(cfg, run), model_path="/m", train_files="/d/t.parquet",
                               work_dir="/w", settings_path="/w/s.json", train_set="/w/ts.parquet",
                               vocab_size=151936, n_train=256, verl={**cfg["verl"], "attn_implementation": attention})
-        c = launch.compose([*ov, *extra])
-        c.trainer.device = device
-        return c
+        return launch.compose([*ov, *extra])
 
-    varlen_attention.check_config(composed())
+    varlen_attention.check_config(composed(), cuda=True)
     for role in ("actor", "ref"):
         fp32 = f"+actor_rollout_ref.{role}.fsdp_config.mixed_precision.param_dtype=fp32"
         with pytest.raises(ValueError, match=f"the {role} .*mixed_precision.param_dtype.*attn_implementation: sdpa"):
-            varlen_attention.check_config(composed(fp32))
-        varlen_attention.check_config(composed(fp32, device="cpu"))
-        varlen_attention.check_config(composed(fp32, attention="sdpa"))
+            varlen_attention.check_config(composed(fp32), cuda=True)
+        varlen_attention.check_config(composed(fp32), cuda=False)  # the CPU's route, as the rehearsal takes it
+        varlen_attention.check_config(composed(fp32), cuda=None)  # this machine: no GPU
+        varlen_attention.check_config(composed(fp32, attention="sdpa"), cuda=True)
 
 
 def deepseek_distill_tokenizer():

@@ -11,7 +11,8 @@ from harness import REPO
 
 sys.path.insert(0, str(REPO / "measurements"))
 from gpu_memory import layer_bytes  # noqa: E402
-from gpu_time_estimate import model_classes  # noqa: E402
+
+from vicurl.planning.cost import model_classes  # noqa: E402
 
 
 def saved_bytes(layer, x: torch.Tensor, position_embeddings) -> int:

@@ -62,7 +62,7 @@ def find(tex, label, nth=0):
 
 def test_structure():
     tex = render(spec(), cells())
-    assert "\\begin{tabular}{lrr|r}" in tex and "\\resizebox{\\linewidth}{!}{" in tex
+    assert "\\begin{tabular}{lrr|r}" in tex and "\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{" in tex
     assert tex.count("\\toprule") == 1 and tex.count("\\bottomrule") == 1
     assert "\\multicolumn{4}{c}{\\cellcolor{gray!5}\\textbf{Model-One}} \\\\" in tex
     assert tex.count("\\cellcolor{gray!5}") == 2  # one header per model
@@ -95,7 +95,7 @@ def test_cells_bold_dash_highlight():
 def test_style_options():
     tex = render(spec(show_std=False, bold=False, width=0.95, digits=2), cells())
     assert find(tex, "No Curriculum") == "No Curriculum & 15.50 & 70.20 & 32.10 \\\\"
-    assert "\\resizebox{0.95\\linewidth}{!}{" in tex
+    assert "\\resizebox{\\ifdim\\width>0.95\\linewidth0.95\\linewidth\\else\\width\\fi}{!}{" in tex
 
 
 def test_two_part_cells_bold_per_part():
@@ -129,3 +129,26 @@ def test_compiles(tmp_path):
     r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-3000:]
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")
+def test_a_wide_table_is_shrunk_to_the_line_and_a_narrow_one_left_as_it_is(tmp_path):
+    """The rendered \\resizebox, typeset by pdflatex: a 30-column table comes out as wide as the line, the
+    3-column one at its natural width (narrower than the line: never enlarged)."""
+    wide_cols = tuple(Column(f"b{i}", (f"Bench{i}",), (Part("pass@1"),)) for i in range(30))
+    wide = TableSpec(name="w", caption="Wide.", label="tab:w", corner=("Dataset",), columns=wide_cols,
+                     blocks=spec().blocks)
+    boxes = []
+    for s in (spec(), wide):
+        tex = render(s, cells())
+        box = tex[tex.index("\\resizebox"): tex.index("\\end{tabular}") + len("\\end{tabular}")] + "}"
+        boxes.append(box)
+    body = "".join(f"\\setbox0=\\hbox{{{box}}}\\typeout{{WIDTH={{\\the\\wd0}}}}\n" for box in boxes)
+    body += "\\typeout{LINE={\\the\\linewidth}}\n"
+    (tmp_path / "w.tex").write_text(standalone_document(body))
+    r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "w.tex"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-3000:]
+    narrow, wide_w = (float(x) for x in re.findall(r"WIDTH=\{?([\d.]+)pt", r.stdout))
+    line = float(re.search(r"LINE=\{?([\d.]+)pt", r.stdout).group(1))
+    assert wide_w == pytest.approx(line, abs=0.01) and narrow < 0.8 * line

@@ -17,7 +17,7 @@ from vicurl.engines.verl import launch
 from vicurl.models import fetch as fetch_lib
 from vicurl.rehearsal import command, config_files
 
-from harness import PROFILE, REPO, bounded, job_counts, snakemake
+from harness import REPO, bounded, job_counts, snakemake
 
 
 def merged(device: str) -> dict:
@@ -141,13 +141,14 @@ def test_the_smoke_configs_model_is_fetched_once_and_every_job_loads_the_folder(
     assert moved.returncode == 0 and job_counts(moved.stdout + moved.stderr) == {"fetch_model": 1, "models": 1}, \
         moved.stdout[-3000:]
     # the fetch's code edited after the folder was fetched (a `git pull`): Snakemake's default triggers would
-    # fetch again, and every job of the model would rerun from the new folder; the cluster profile's do not
+    # fetch again, and every job of the model would rerun from the new folder; the workflow profile's, which
+    # Snakemake loads by itself, do not
     script = REPO / "workflow_scripts" / "fetch_model.py"
     older = script.stat().st_mtime - 3600
     work = tmp_path / "w"
     for path in (work / folder / ".snakemake_timestamp", work / folder, work / f"{folder}.json"):
         os.utime(path, (older, older))
-    for args, fetches in (((), 1), (("--rerun-triggers", *PROFILE["rerun-triggers"]), 0)):
+    for args, fetches in ((("--workflow-profile", "none"), 1), ((), 0)):
         plan = snakemake(tmp_path / "w", "models", "-n", *args, configs=config_files("gpu")[:1], timeout=600)
         assert plan.returncode == 0, plan.stderr[-3000:]
         assert job_counts(plan.stdout + plan.stderr).get("fetch_model", 0) == fetches, (args, plan.stdout[-3000:])

@@ -53,3 +53,23 @@ def test_your_study_plans_its_own_runs_and_nothing_of_the_papers(tmp_path):
     assert {"probe", "prompt_stats", "all", "aggregate"}.isdisjoint(rules)
     assert sum(rule == "table" for rule, _, _ in jobs) == len(ex.get("tables", {}))
     assert f"results/{ex['scenario']}/" in out.stdout and "results/paper/" not in out.stdout
+
+
+def test_each_examples_header_command_plans_as_written():
+    """Every override file of config/examples/ opens with the command that runs it: that command, as written
+    and from the repository's root (a dry run), plans its target."""
+    import shlex
+    import sys
+
+    from harness import bounded
+
+    for example in sorted((REPO / "config" / "examples").glob("*.yaml")):
+        commands = [ln.lstrip("# ").strip() for ln in example.read_text().splitlines()
+                    if ln.startswith("#") and ln.lstrip("# ").startswith("snakemake ")]
+        assert commands, f"{example.name} names no command"
+        for command in commands:
+            args = shlex.split(command)[1:]
+            assert "-n" in args, command  # a dry run: what the header promises to plan
+            out = bounded([sys.executable, "-m", "snakemake", *args], timeout=300, cwd=REPO)
+            assert out.returncode == 0, (command, (out.stdout + out.stderr)[-3000:])
+            assert "Job stats" in out.stdout, command

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from vicurl.data.sources import Location
+from vicurl.errors import InputError
 
 log = logging.getLogger(__name__)
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet"}
 
 
-class LoadError(RuntimeError):
+class LoadError(InputError):
     """A file cannot be read or the Hub cannot serve the set; the message names the dataset and the file."""
 
 

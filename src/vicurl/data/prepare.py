@@ -26,6 +26,7 @@ from vicurl.data import schema
 from vicurl.data.load import Loaded, RawRow, load
 from vicurl.data.normalize import BadRow, Context, Skip
 from vicurl.data.sources import DatasetSpec, resolve
+from vicurl.errors import InputError
 from vicurl.io import write_json
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ ID_FIELDS = ("unique_id", "id", "idx", "question_id", "Record ID")
 EXAMPLES_PER_REASON = 5
 
 
-class DataError(ValueError):
+class DataError(InputError):
     """A row or file stops the preparation; the message names the dataset and the row."""
 
 

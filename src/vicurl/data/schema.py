@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from vicurl.errors import InputError
 from vicurl.io import atomic_path
 
 COLUMNS = ["id", "source", "question", "answer", "solution", "answer_type", "options", "metadata"]
@@ -29,7 +30,7 @@ ANSWER_TYPES = {"math", "multiple_choice", "float", "integer", "bool", "list", "
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-class SchemaError(ValueError):
+class SchemaError(InputError):
     """A dataset row or file does not follow the normalized schema."""
 
 

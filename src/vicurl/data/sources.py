@@ -161,8 +161,13 @@ def prepared(datasets_cfg: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 def local_inputs(cfg: Mapping[str, Any]) -> list[str]:
     """Local files a dataset entry reads (its own and its annotations'), for the rule's input."""
-    out = list(_paths(cfg["local_path"], "local_path")) if "local_path" in cfg else []
+    return [path for _, path in local_files(cfg)]
+
+
+def local_files(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key under the dataset's entry, path) of every local file the entry reads."""
+    out = [("local_path", p) for p in _paths(cfg["local_path"], "local_path")] if "local_path" in cfg else []
     ada = cfg.get("adarft_difficulty")
     if isinstance(ada, Mapping) and "local_path" in ada:
-        out += _paths(ada["local_path"], "adarft_difficulty.local_path")
+        out += [("adarft_difficulty.local_path", p) for p in _paths(ada["local_path"], "adarft_difficulty.local_path")]
     return out

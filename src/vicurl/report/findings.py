@@ -22,6 +22,7 @@ import pandas as pd
 from vicurl.grading.classes import clusters, majority_class
 from vicurl.report import labels as L
 from vicurl.report import probe_stats as PS
+from vicurl.report.latex import at_most
 
 RULE = ("holds: the mean across seeds is on the claimed side of the threshold by more than two "
         "standard errors (std / sqrt(n), or the bootstrap standard error over the probes' prompts where "
@@ -439,7 +440,8 @@ def _tex(s: str) -> str:
 def render_latex(table: pd.DataFrame, caption: str, scenario: str, label: str = "tab:findings") -> str:
     ours = _tex(ours_heading(scenario).replace(" across seeds", ""))
     body = [r"\begin{table*}[t]", r"\centering", rf"\caption{{{_tex(caption)}}}", rf"\label{{{label}}}",
-            r"\resizebox{\linewidth}{!}{", r"\begin{tabular}{p{7cm}p{4.2cm}p{3.6cm}l}", r"\toprule",
+            r"\resizebox{" + at_most(r"\linewidth") + "}{!}{", r"\begin{tabular}{p{7cm}p{4.2cm}p{3.6cm}l}",
+            r"\toprule",
             rf"\textbf{{Claim}} & \textbf{{Paper}} & \textbf{{{ours}}} & \textbf{{Verdict}} \\", r"\midrule"]
     body += [f"{_tex(r.claim)} & {_tex(r.paper)} & {_tex(r.ours)} & {_tex(r.verdict)} \\\\" for r in table.itertuples()]
     body += [r"\bottomrule", r"\end{tabular}}", r"\end{table*}"]

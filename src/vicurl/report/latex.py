@@ -127,14 +127,23 @@ def render_rows(spec: TableSpec, cell_fn) -> list[str]:
     return out
 
 
+def at_most(width: str) -> str:
+    """``\\resizebox``'s width for a table shrunk to ``width`` when wider and left at its own width when not
+    (``\\width`` is the box's natural width inside ``\\resizebox``'s first argument)."""
+    return f"\\ifdim\\width>{width}{width}\\else\\width\\fi"
+
+
 def wrap(spec: TableSpec, body: list[str], caption: str | None = None, label: str | None = None,
          notes: Sequence[str] = ()) -> str:
-    """The float around the tabular: caption, label, resizebox, and the notes under it (``vicurl.report.notes``)."""
+    """The float around the tabular: caption, label, a resizebox that shrinks a table wider than the page
+    (``spec.width`` of the line width) and never enlarges a narrower one, and the notes under it
+    (``vicurl.report.notes``)."""
     width = "\\linewidth" if spec.width == 1 else f"{spec.width:g}\\linewidth"
+    fit = at_most(width)
     out = [f"\\begin{{{spec.env}}}[t]", "  \\centering", "  \\small",
            f"  \\caption{{{caption if caption is not None else spec.caption}}}",
            f"  \\label{{{label if label is not None else spec.label}}}",
-           f"  \\resizebox{{{width}}}{{!}}{{", f"    \\begin{{tabular}}{{{colspec(spec)}}}"]
+           f"  \\resizebox{{{fit}}}{{!}}{{", f"    \\begin{{tabular}}{{{colspec(spec)}}}"]
     out += ["      " + line for line in body]
     out += ["    \\end{tabular}", "  }"]
     if notes:

@@ -47,7 +47,7 @@ def table_spec(t: dict) -> TableSpec:
         if style["average"]:
             cols.append(Column(AVERAGE, ("Average",), parts, rule_before=True))
     elif typ == "long_output":
-        corner = (style["corner"], "max\\_tokens")
+        corner = (style["corner"], "Max tokens")  # the response budget (the paper prints verl's key, max\\_tokens)
         parts = (Part(metric),)
         cols = _bench_columns(t, parts)
         if style["average"]:

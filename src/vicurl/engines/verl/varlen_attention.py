@@ -138,15 +138,16 @@ def unsupported_dtype(dtype, where: str = "a forward pass") -> str:
             "in verl.overrides) or set verl.attn_implementation: sdpa")
 
 
-def check_config(config) -> None:
-    """On a GPU (verl's ``trainer.device``, once ``auto_set_device`` has set it), the actor and the reference
+def check_config(config, cuda: bool | None = None) -> None:
+    """On a GPU (``cuda``; default: whether this process sees one, as verl asks), the actor and the reference
     compute in a dtype the kernel takes where they use this attention: their FSDP ``mixed_precision.param_dtype``,
     bf16 where none is set (verl 0.9.1's FSDP engine, ``_build_fsdp_module``). Called before any model is built."""
+    from verl.utils.device import is_cuda_available
     from verl.utils.torch_dtypes import PrecisionType
 
     arr = config.actor_rollout_ref
-    if str((arr.model.get("override_config") or {}).get("attn_implementation")) != NAME or \
-            str(config.trainer.device) == "cpu":
+    cuda = is_cuda_available if cuda is None else cuda
+    if str((arr.model.get("override_config") or {}).get("attn_implementation")) != NAME or not cuda:
         return
     for role in ("actor", "ref"):
         mixed = arr[role].fsdp_config.get("mixed_precision") or {}
