@@ -53,7 +53,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from vicurl.planning.cost import ARCHS, model_classes  # noqa: E402  (the paper's models' published configurations)
-
 from vicurl.settings import VerlSettings  # noqa: E402
 
 GB = 1e9

@@ -46,10 +46,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from vicurl import runs  # noqa: E402
 from vicurl.checks import read_file as load_config  # noqa: E402
 from vicurl.planning.cost import ARCHS, model_classes  # noqa: E402
-
-from vicurl import runs  # noqa: E402
 from vicurl.rehearsal.stand_ins import CHATML  # noqa: E402
 from vicurl.settings import VerlSettings  # noqa: E402
 

@@ -51,8 +51,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from vicurl.checks import read_file as load_config  # noqa: E402
 from paper_shape_steps import write_model  # noqa: E402
+
+from vicurl.checks import read_file as load_config  # noqa: E402
 
 
 def problems(n: int):

@@ -95,6 +95,10 @@ HUB_COMMITS = (
 
 
 onstart:
+    # a real run (not a dry run) whose profile still holds a placeholder stops before its first job: the local
+    # jobs (the models' downloads) would run, and the cluster refuse every other
+    for _placeholder in targets_lib.profile_placeholders():
+        fail(f"{_placeholder}, a placeholder: fill in your cluster's value (docs/slurm.md); nothing has run")
     # a manifest's commit into the file before any job runs: a fetch's job starts without its old manifest
     fetch_lib.keep_missing(config["hub_commits"], HUB_COMMITS)
 
@@ -294,6 +298,24 @@ except ValueError as e:
     config_error(e)
 for _w in _table_warnings:
     logger.warning(f"config: {_w}")
+
+
+def base_config():
+    """The first of the layered config files alone (checked), or None where there is one file or it is no whole
+    config: what the overrides laid over it change is said (`runs_lib.override_effects`)."""
+    import yaml
+
+    if len(workflow.configfiles) < 2 and not workflow.config_settings.config:
+        return None
+    try:
+        return checks_lib.read(yaml.safe_load(open(workflow.configfiles[0])))
+    except (ValueError, OSError):
+        return None
+
+
+_base = None if REPORT_ONLY else base_config()
+for _note in runs_lib.override_effects(_base, config, TABLES) if _base is not None else []:
+    logger.warning(f"config: {_note}")
 PAPER_TABLES = [n for n, t in TABLES.items() if t["paper"]]
 PAPER_NUMBERS = f"{workflow.basedir}/config/paper_numbers.csv"
 CAPTIONS = f"{workflow.basedir}/rules/captions"

@@ -94,6 +94,24 @@ def typed(config: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
+def read_file(*paths: str | Path) -> dict[str, Any]:
+    """The config of these files, merged in order key by key as Snakemake merges ``--configfile``s, and ``read``."""
+    merged: dict[str, Any] = {}
+    for path in paths:
+        merge(merged, yaml.safe_load(Path(path).read_text()) or {})
+    return read(merged)
+
+
+def merge(into: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
+    """``layer`` laid over ``into`` (in place): mappings merged key by key, anything else replaced (Snakemake's rule)."""
+    for k, v in layer.items():
+        if isinstance(v, Mapping) and isinstance(into.get(k), dict):
+            merge(into[k], v)
+        else:
+            into[k] = copy.deepcopy(v)
+    return into
+
+
 def schema_error(config: Mapping[str, Any], schema: Mapping[str, Any]) -> str | None:
     """The most relevant violation of ``schema`` in ``config`` as one line, or None: ``key: what``, an
     unknown key with the nearest known one."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from vicurl import methods
 from vicurl.settings import VerlSettings
@@ -325,4 +325,39 @@ def table_evaluations(config: dict[str, Any], table: dict[str, Any]) -> list[tup
         elif step not in steps:
             continue
         out.append(e)
+    return out
+
+
+def override_effects(base: dict[str, Any], config: dict[str, Any], tables: Mapping[str, Mapping[str, Any]] = {}
+                     ) -> list[str]:
+    """What the overrides laid over ``base`` change in the studies that read another study's runs: for each study
+    whose runs the overrides change (seeds, models, settings, steps), the continuing studies whose runs now train
+    from step 0, or continue again, and the tables whose rows read it (``tables``: the resolved tables). Said
+    when the workflow is parsed, so that a cut study's effect on the others is seen before any job."""
+    out = []
+    for name in config["studies"]:
+        if name not in base["studies"]:
+            continue
+        mine, theirs = set(runs(config, name)), set(runs(base, name))
+        if mine == theirs and total_steps(config, name) == total_steps(base, name):
+            continue
+        said = []
+        for other in config["studies"]:
+            if source_study(config, other) != name or other not in base["studies"]:
+                continue
+            fresh = {r for r in runs(config, other) if source_run(config, r) is None}
+            was = {r for r in runs(base, other) if source_run(base, r) is None}
+            if fresh - was:
+                said.append(f"{len(fresh - was)} of study {other}'s runs no longer continue one of its runs and "
+                            f"train from step 0 ({', '.join(sorted(r.path for r in fresh - was)[:2])}"
+                            f"{', ...' if len(fresh - was) > 2 else ''})")
+            if was - fresh:
+                said.append(f"{len(was - fresh)} of study {other}'s runs now continue its runs")
+        readers = sorted(t for t, spec in tables.items() if t and spec.get("study") != name
+                         and any(row.get("study") == name for b in spec.get("blocks", []) for row in b.get("rows", [])))
+        if readers:
+            said.append(f"table(s) {', '.join(readers)} read its runs in rows of their own")
+        if said:
+            out.append(f"studies.{name}: the overrides change its runs ({len(theirs)} -> {len(mine)}); "
+                       + "; ".join(said))
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
+from pathlib import Path
 from typing import Iterable, Sequence
 
 REPORT_TARGETS = ("tables", "figures", "report")
@@ -21,6 +22,15 @@ REPORT_PREFIXES = ("table_",)
 def requested(argv: Sequence[str] | None = None) -> list[str] | None:
     """The targets on this process's Snakemake command line ([] for none: the default target), or None where
     the process is not Snakemake's command line (Snakemake's API, a test)."""
+    args = _command_line(argv)
+    if args is None:
+        return None
+    if getattr(args, "target_jobs", None):  # a job's process on a cluster node: it names jobs, not targets
+        return None
+    return [str(t) for t in args.targets or []]
+
+
+def _command_line(argv: Sequence[str] | None = None):
     argv = list(sys.argv if argv is None else argv)
     parts = os.path.normpath(argv[0]).split(os.sep) if argv else []
     if parts[-1:] != ["snakemake"] and parts[-2:] != ["snakemake", "__main__.py"]:
@@ -28,12 +38,41 @@ def requested(argv: Sequence[str] | None = None) -> list[str] | None:
     from snakemake.cli import get_argument_parser
 
     try:
-        args, _ = get_argument_parser().parse_known_args(argv[1:])
+        return get_argument_parser().parse_known_args(argv[1:])[0]
     except SystemExit:  # a command line Snakemake itself refuses: it says so
         return None
-    if getattr(args, "target_jobs", None):  # a job's process on a cluster node: it names jobs, not targets
-        return None
-    return [str(t) for t in args.targets or []]
+
+
+PLACEHOLDER = "YOUR_"  # the profiles' values to fill in (slurm-a100/config.yaml)
+
+
+def profile_placeholders(argv: Sequence[str] | None = None) -> list[str]:
+    """``<profile file>: <key> is <value>`` for every value of the profiles on the command line that is still a
+    placeholder (``YOUR_...``): a real run stops on them before its first job."""
+    import yaml
+
+    args = _command_line(argv)
+    out = []
+    for name in (getattr(args, "profile", None) or []) if args else []:
+        folder = Path(name) if Path(name).is_dir() else Path.home() / ".config" / "snakemake" / str(name)
+        for file in (folder / "profile.yaml", folder / "config.yaml"):
+            if file.is_file():
+                for key, value in _strings(yaml.safe_load(file.read_text()) or {}):
+                    if value.startswith(PLACEHOLDER):
+                        out.append(f"{file}: {key} is {value}")
+                break
+    return out
+
+
+def _strings(tree, prefix: str = ""):
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            yield from _strings(v, f"{prefix}{k}" if not prefix else f"{prefix}.{k}")
+    elif isinstance(tree, list):
+        for i, v in enumerate(tree):
+            yield from _strings(v, f"{prefix}[{i}]")
+    elif isinstance(tree, str):
+        yield prefix, tree
 
 
 def is_report_target(target: str, report_dir: str) -> bool:

@@ -4,6 +4,7 @@ plans only its own jobs; a grader version bump regrades without regenerating."""
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,32 @@ def test_a_training_job_asks_slurm_for_its_gpus_on_one_node(tmp_path):
     submit = get_submit_command(job, params) + set_gres_string(job)
     assert " --nodes=1" in submit and " --gpus=a100:8" in submit, submit
     assert f" --cpus-per-gpu={PAPER['verl']['cpus_per_gpu']}" in submit and f" --mem {PAPER['verl']['mem_mb']}" in submit
+
+
+def test_a_placeholder_in_the_profile_stops_a_real_run_before_its_first_job(tmp_path):
+    """The profile as it comes (YOUR_SLURM_ACCOUNT, ...): its dry run plans, and a real run stops before its first
+    job (the models' downloads would run on the submit host, then sbatch refuse every job), naming file and key."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    shutil.copytree(REPO / "slurm-a100", tmp_path / "slurm-a100")
+    plan = snakemake(tmp_path, "--profile", "slurm-a100", "-n", "models", configs=[DEMO_CONFIG], cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    out = snakemake(tmp_path, "--profile", "slurm-a100", "models", configs=[DEMO_CONFIG], cwd=tmp_path)
+    assert out.returncode != 0
+    errors = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.startswith("Error")]
+    assert errors == ["Error: slurm-a100/config.yaml: default-resources.slurm_account is YOUR_SLURM_ACCOUNT, a "
+                      "placeholder: fill in your cluster's value (docs/slurm.md); nothing has run"], out.stderr[-3000:]
+    assert not (tmp_path / "results").exists()
+
+
+def test_an_override_that_changes_what_other_studies_read_says_so(tmp_path):
+    """Cutting `main` to one seed: the mechanism study's runs of the other seeds train from step 0 instead of
+    continuing main's, and two tables read main's runs in rows of their own; the dry run says so."""
+    cut = tmp_path / "cut.yaml"
+    cut.write_text("studies: {main: {seeds: [0]}}\n")
+    out = snakemake(tmp_path, "-n", "study_mechanism", "--quiet", "rules", configs=[PAPER_CONFIG, cut], timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    [note] = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.startswith("config: studies.main")]
+    assert "the overrides change its runs (200 -> 40)" in note and "8 of study mechanism's runs" in note, note
+    assert "table(s) curriculum_ablation, long_output read its runs" in note
+    plain = snakemake(tmp_path, "-n", "study_mechanism", "--quiet", "rules", configs=[PAPER_CONFIG], timeout=600)
+    assert "config: studies." not in plain.stdout + plain.stderr

@@ -181,6 +181,14 @@ def test_small_dag_end_to_end(tmp_path):
     out = snakemake(tmp_path, "--cores", "2", "all", configs=smoke)
     assert out.returncode == 0, out.stderr[-5000:]
     res = tmp_path / "results" / "smoke"
+    # the local rules a target's plan counts apart (vicurl.planning.target): those Snakemake ran as local rules
+    import re
+
+    from vicurl.planning.target import parse_dry_run
+
+    ran = re.findall(r"^(local)?rule (\w+):", out.stdout + out.stderr, re.M)
+    assert ran and {(rule, bool(local)) for local, rule in ran} == \
+        {(j.rule, j.local) for j in parse_dry_run(out.stdout + out.stderr)}
     tex = (res / "report" / "tables" / "main_results.tex").read_text()
     assert "Base (No RL)" in tex and "VI-CuRL" in tex and "No Curriculum" in tex
     for name in ("main_results_pass8", "curricula", "curriculum_ablation", "long_output", "mechanism",

@@ -5,10 +5,13 @@ first line ``ready``). See ``vicurl.grading.symbolic`` for the protocol and the 
 LaTeX parsing only, ``parse_expr`` disabled, address space capped at ``WORKER_MEMORY_BYTES``.
 
 Every item has ``CPU_SECONDS`` of this process's CPU time, never of the wall clock, so a verdict
-does not depend on what else runs on the machine. Two limits count it: ``ITIMER_PROF`` raises
-``CpuBudget`` where Python code runs, and ``RLIMIT_CPU``, a little later, ends the process where
+does not depend on what else runs on the machine. Two limits count it: a profiling timer that looks
+at the process's CPU clock every ``CHECK_EVERY`` CPU seconds and raises ``CpuBudget`` once the budget
+is spent, where Python code runs, and ``RLIMIT_CPU``, a little later, that ends the process where
 sympy sits in C code that no Python signal handler interrupts (the pool reads its SIGXCPU as a
-timeout). math-verify's own ``signal.alarm`` timeouts, wall-clock ones, are off.
+timeout). The timer only wakes the check: its own count is the kernel's tick-sampled one, which on a
+busy machine runs ahead of the precise clock the decision reads. math-verify's own ``signal.alarm``
+timeouts, wall-clock ones, are off.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any, Callable
 
 WORKER_MEMORY_BYTES = 4 << 30
 HARD_LIMIT_GRACE = 1.0  # CPU seconds past the budget before RLIMIT_CPU ends a worker stuck in C code
+CHECK_EVERY = 0.05  # CPU seconds between two looks at the clock
 
 
 class CpuBudget(BaseException):
@@ -31,8 +35,12 @@ class CpuBudget(BaseException):
     ``except Exception`` around every parse and comparison of math-verify lets it through."""
 
 
-def _raise_budget(signum, frame):
-    raise CpuBudget()
+_deadline = [float("inf")]  # the process CPU time at which the current item's budget runs out
+
+
+def _check_budget(signum, frame):
+    if time.process_time() >= _deadline[0]:
+        raise CpuBudget()
 
 
 def within_budget(fn: Callable[[], dict[str, Any]], cpu_seconds: float) -> dict[str, Any]:
@@ -44,12 +52,14 @@ def within_budget(fn: Callable[[], dict[str, Any]], cpu_seconds: float) -> dict[
     start = time.process_time()
     resource.setrlimit(resource.RLIMIT_CPU, (math.ceil(start + cpu_seconds + HARD_LIMIT_GRACE), resource.RLIM_INFINITY))
     out: dict[str, Any] = {"timeout": True}
+    _deadline[0] = start + cpu_seconds
     try:
-        signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
+        signal.setitimer(signal.ITIMER_PROF, CHECK_EVERY, CHECK_EVERY)
         try:
             out = fn()
         finally:
             signal.setitimer(signal.ITIMER_PROF, 0)
+            _deadline[0] = float("inf")
     except CpuBudget:
         pass
     used = time.process_time() - start
@@ -64,7 +74,7 @@ def main(cpu_seconds: float) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # RLIMIT_CPU's SIGXCPU dumps core by default
     except (ValueError, OSError):
         pass
-    signal.signal(signal.SIGPROF, _raise_budget)
+    signal.signal(signal.SIGPROF, _check_budget)
     signal.signal(signal.SIGXCPU, signal.SIG_DFL)
     proto = os.fdopen(os.dup(1), "w")  # the protocol channel; anything else printed goes to stderr
     os.dup2(2, 1)

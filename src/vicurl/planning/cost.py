@@ -74,6 +74,13 @@ class Arch:
         return 2 * self.n_flop + 4 * self.layers * self.width * attended
 
 
+def model_classes(kind: str) -> tuple[type, type]:
+    """The transformers config and model classes of an ``ARCHS`` kind (imports transformers: the GPU checks')."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    return {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[kind]
+
+
 def arch_of(kind: str, kw: Mapping[str, Any]) -> Arch:
     """The sizes of a decoder-only architecture from its transformers config (``kind``: its ``model_type``),
     counted the way transformers lays out its Qwen2 and Llama decoders (tests/unit/test_gpu_time_estimate.py
@@ -129,8 +136,11 @@ def dataset_size(cfg: Mapping[str, Any], name: str, workdir: str | Path = ".") -
     n, where = None, ""
     local = [Path(workdir) / p for p in ([d["local_path"]] if isinstance(d.get("local_path"), str)
                                           else d.get("local_path") or [])]
-    if local and all(p.is_file() for p in local):
-        n, where = sum(_rows(p) for p in local), "local file"
+    if local:
+        if all(p.is_file() for p in local):
+            n, where = sum(_rows(p) for p in local), "local file"
+        else:
+            where = f"datasets.{name}: its local_path is not there"
     elif name in SIZES or d.get("source") in SIZES:
         n, where = SIZES.get(name) or SIZES[d["source"]]
     if n is not None and d.get("subset"):
