@@ -25,7 +25,7 @@ rule probe:
         checkpoint_dir=probe_model_dir,
         base_dir=lambda w: base_model_dir(w.model),
         settings=lambda w: runs_lib.train_settings(config, run_of(w)),
-        probe=config["probes"],
+        probe=lambda w: runs_lib.probe_settings(config, run_of(w), int(w.step)),  # its block of `probes`
         device=DEVICE,
     script:
         "../workflow_scripts/probe.py"

@@ -7,6 +7,7 @@ they resolve (`vicurl.report.tableconfig`)."""
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -35,15 +36,25 @@ def with_defaults(config: dict[str, Any], schema_path: str | Path = SCHEMA) -> d
         yield from Draft202012Validator.VALIDATORS["properties"](validator, properties, instance, schema)
 
     Filler = validators.extend(Draft202012Validator, {"properties": fill})
-    for _ in Filler(yaml.safe_load(Path(schema_path).read_text())).iter_errors(config):
+    for _ in Filler(load_schema(schema_path)).iter_errors(config):
         pass
     return config
+
+
+@functools.lru_cache(maxsize=8)
+def _schema(path: str, mtime: float) -> dict[str, Any]:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def load_schema(schema_path: str | Path = SCHEMA) -> dict[str, Any]:
+    """The schema, read once a process (again where the file changed); a copy, for callers that fill it."""
+    return copy.deepcopy(_schema(str(schema_path), Path(schema_path).stat().st_mtime))
 
 
 def read(config: dict[str, Any], schema_path: str | Path = SCHEMA) -> dict[str, Any]:
     """Read the values the schema types (in place), check ``config`` against it, fill in its defaults and
     check the rest."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = load_schema(schema_path)
     typed(config, schema)
     check_schema(config, schema_path)
     with_defaults(config, schema_path)
@@ -133,7 +144,7 @@ def schema_error(config: Mapping[str, Any], schema: Mapping[str, Any]) -> str | 
 
 
 def check_schema(config: Mapping[str, Any], schema_path: str | Path) -> None:
-    msg = schema_error(config, yaml.safe_load(Path(schema_path).read_text()))
+    msg = schema_error(config, load_schema(schema_path))
     if msg is not None:
         raise ConfigError(f"{msg} (config/schema.yaml describes every key)")
 
@@ -203,6 +214,12 @@ def _check_findings(config: dict[str, Any]) -> None:
     f = config.get("findings")
     if not f:
         return
+    if "claims" in f:
+        if "study" in f or "model" in f:
+            raise ValueError("findings: either `claims` (a claims file) or `study` and `model`, not both")
+        return
+    if "study" not in f or "model" not in f:
+        raise ValueError("findings: `study` and `model` (one study's claims), or `claims` (a claims file)")
     if f["study"] not in config["studies"]:
         raise ValueError(f"findings.study: study {f['study']!r} is not defined under `studies`"
                          f"{nearest(f['study'], config['studies'])}")
@@ -291,28 +308,30 @@ def _check_engine(config: dict[str, Any]) -> None:
 
 
 def _check_probes(config: dict[str, Any]) -> None:
-    """`probes` names defined studies (not continuing ones), models and rewards, and curricula a
+    """Every block of `probes` names defined studies (not continuing ones), models and rewards, and curricula a
     probe can replay (the catalog's ``stateless``)."""
-    probes = config.get("probes", {}) or {}
-    for study in probes.get("studies", []):
-        if study not in config["studies"]:
-            raise ValueError(f"probes.studies: study {study!r} is not defined under `studies`"
-                             f"{nearest(study, config['studies'])}")
-        if R.source_study(config, study) is not None:
-            raise ValueError(f"probes.studies: study {study!r} continues study {R.source_study(config, study)!r}; "
-                             f"probe that study's runs")
-    for key, defined in (("models", "models"), ("rewards", "rewards")):
-        for v in probes.get(key) or []:
-            if v not in config[defined]:
-                raise ValueError(f"probes.{key}: {v!r} is not defined under `{defined}`{nearest(v, config[defined])}")
-    for c in probes.get("curricula", []):
-        if c not in methods.probeable():
-            raise ValueError(f"probes.curricula: {c!r} keeps state across steps; probe one of {methods.probeable()}")
-    for study in probes.get("studies", []):
-        late = [s for s in probes.get("steps") or [] if s >= R.total_steps(config, study)]
-        if late:
-            raise ValueError(f"probes.steps: {late} are not before the last step of study {study!r} "
-                             f"({R.total_steps(config, study)} steps); a probe at step s is the policy of step s + 1")
+    blocks = R.probe_blocks(config)
+    for i, probes in enumerate(blocks):
+        key = "probes" if not isinstance(config.get("probes"), list) else f"probes[{i}]"
+        for study in probes.get("studies", []):
+            if study not in config["studies"]:
+                raise ValueError(f"{key}.studies: study {study!r} is not defined under `studies`"
+                                 f"{nearest(study, config['studies'])}")
+            if R.source_study(config, study) is not None:
+                raise ValueError(f"{key}.studies: study {study!r} continues study {R.source_study(config, study)!r}; "
+                                 f"probe that study's runs")
+        for k, defined in (("models", "models"), ("rewards", "rewards")):
+            for v in probes.get(k) or []:
+                if v not in config[defined]:
+                    raise ValueError(f"{key}.{k}: {v!r} is not defined under `{defined}`{nearest(v, config[defined])}")
+        for c in probes.get("curricula", []):
+            if c not in methods.probeable():
+                raise ValueError(f"{key}.curricula: {c!r} keeps state across steps; probe one of {methods.probeable()}")
+        for study in probes.get("studies", []):
+            late = [s for s in probes.get("steps") or [] if s >= R.total_steps(config, study)]
+            if late:
+                raise ValueError(f"{key}.steps: {late} are not before the last step of study {study!r} "
+                                 f"({R.total_steps(config, study)} steps); a probe at step s is the policy of step s + 1")
 
 
 def _check_models(config: dict[str, Any]) -> None:

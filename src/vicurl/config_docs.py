@@ -39,6 +39,9 @@ def rows(schema: dict[str, Any] | None = None) -> Iterator[tuple[str, str, str]]
 
     def walk(node: dict[str, Any], path: str, required: bool, typed: str | None) -> Iterator[tuple[str, str, str]]:
         desc = node.get("description", "").strip()
+        one = [o for o in node.get("oneOf", []) if "$ref" in o]
+        if one:  # one block or a list of them (`probes`): the block's keys under the key
+            node = {**{k: v for k, v in node.items() if k != "oneOf"}, "$ref": one[0]["$ref"]}
         ref = node.get("$ref", "").split("/")[-1]
         if ref and ref != "name":
             if ref in seen:  # a definition documented once, at its first use

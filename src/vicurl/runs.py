@@ -224,27 +224,48 @@ def eval_settings(config: dict[str, Any], study: str) -> dict[str, Any]:
     return {**base, **(config["studies"][study].get("eval") or {})}
 
 
-def is_probed(config: dict[str, Any], run: Run) -> bool:
-    """A run is probed when its study and curriculum are listed under `probes`, and its model,
-    reward and seed too where `probes.models` / `.rewards` / `.seeds` narrow the choice."""
-    p = config.get("probes", {}) or {}
-    if run.study not in p.get("studies", []) or run.curriculum not in p.get("curricula", []):
+def probe_blocks(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """`probes` as its list of blocks (one mapping is one block): each selects runs and the steps to probe them
+    at, with its own batch (e.g. the step-0 probes of many seeds beside the trajectory of one)."""
+    p = config.get("probes") or {}
+    return [b for b in (p if isinstance(p, list) else [p]) if b]
+
+
+def _selects(block: dict[str, Any], run: Run) -> bool:
+    if run.study not in block.get("studies", []) or run.curriculum not in block.get("curricula", ["vicurl"]):
         return False
     for key, value in (("models", run.model), ("rewards", run.reward), ("seeds", run.seed)):
-        if p.get(key) is not None and value not in p[key]:
+        if block.get(key) is not None and value not in block[key]:
             return False
     return True
 
 
-def probe_steps(config: dict[str, Any], run: Run) -> list[int]:
-    """Checkpoints a probed run is probed at: `probes.steps`, or else 0 (the base model) and every
-    `probes.every` steps before the last."""
-    if not is_probed(config, run):
+def _block_steps(config: dict[str, Any], block: dict[str, Any], run: Run) -> list[int]:
+    if not _selects(block, run):
         return []
-    t = total_steps(config, run.study)
-    if config["probes"].get("steps") is not None:
-        return sorted(set(int(s) for s in config["probes"]["steps"]))
-    return list(range(0, t, int(config["probes"]["every"])))
+    if block.get("steps") is not None:
+        return sorted(set(int(s) for s in block["steps"]))
+    return list(range(0, total_steps(config, run.study), int(block.get("every", 50))))
+
+
+def is_probed(config: dict[str, Any], run: Run) -> bool:
+    """A run is probed when a block of `probes` lists its study and curriculum, and its model, reward and seed
+    too where the block's `models` / `rewards` / `seeds` narrow the choice."""
+    return any(_selects(b, run) for b in probe_blocks(config))
+
+
+def probe_steps(config: dict[str, Any], run: Run) -> list[int]:
+    """Checkpoints a probed run is probed at, over every block that selects it: a block's `steps`, or else 0
+    (the base model) and every `every` steps before the last."""
+    return sorted({s for b in probe_blocks(config) for s in _block_steps(config, b, run)})
+
+
+def probe_settings(config: dict[str, Any], run: Run, step: int) -> dict[str, Any]:
+    """The block that probes ``run`` at ``step`` (the first that does): its batch, rollouts and method."""
+    for b in probe_blocks(config):
+        if int(step) in _block_steps(config, b, run):
+            return b
+    raise ValueError(f"run {run.path} is not probed at step {step}")
 
 
 def probes(config: dict[str, Any]) -> list[tuple[Run, int]]:

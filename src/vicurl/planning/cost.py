@@ -23,6 +23,7 @@ transformers nor torch: the status command prices a config in a second.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,6 +261,15 @@ def kept_share(s: dict, start: int = 0) -> float:
     """The mean share of a batch the reference pass and the update process over the steps a run trains: a
     beta-share curriculum's beta_t (VI-CuRL: 0.6 over a linear 0.2 -> 1 schedule), when dropped prompts leave the
     batch (``train.skip_dropped``, one optimizer step per batch); else 1."""
+    keys = ("curriculum", "total_steps", "curriculum_steps", "mini_batch_size", "batch_size", "skip_dropped")
+    return _kept_share(json.dumps({**{k: s.get(k) for k in keys}, "params": s.get("curriculum_params") or {}},
+                                  sort_keys=True, default=str), start)
+
+
+@functools.lru_cache(maxsize=4096)
+def _kept_share(key: str, start: int) -> float:
+    s = json.loads(key)
+    s["curriculum_params"] = s.pop("params")
     from vicurl.curriculum import make_curriculum
     from vicurl.curriculum.schedules import curriculum_steps
     from vicurl.curriculum.share import ShareCurriculum
@@ -369,9 +379,8 @@ def jobs(cfg: Mapping[str, Any], A: Assumptions | None = None, profile: Mapping[
                        gen_flops=tokens * a.fwd_flops(A.prompt_tokens + ps["max_new_tokens"] * frac / 2),
                        note=f"{train_set}: {sizes[train_set]:,} prompts"))
 
-    p = cfg["probes"]
     for run, step in runs_lib.probes(cfg):  # probe: HF generate (bf16) + FP32 scoring and gradients, one GPU
-        s, a = runs_lib.train_settings(cfg, run), models[run.model]
+        s, a, p = runs_lib.train_settings(cfg, run), models[run.model], runs_lib.probe_settings(cfg, run, step)
         if a is None:
             continue
         rows = p["n_prompts"] * p["rollouts"]
