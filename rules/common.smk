@@ -7,6 +7,7 @@ sys.path.insert(0, os.path.join(workflow.basedir, "src"))  # this checkout's pac
 import vicurl.checks as checks_lib
 import vicurl.data.sources as sources_lib
 import vicurl.models.fetch as fetch_lib
+import vicurl.report.claimed as claimed_lib
 import vicurl.report.tableconfig as tables_lib
 import vicurl.runs as runs_lib
 import vicurl.targets as targets_lib
@@ -404,19 +405,36 @@ def curve_figures(study=None):
     ]
 
 
-FINDINGS = config.get("findings")  # the findings table's study and model, or None (no table)
+FINDINGS = config.get("findings")  # the findings table's settings, or None (no table)
+STUDY_FINDINGS = bool(FINDINGS and FINDINGS.get("study"))  # one study against its model, else a claims file's
+
+
+def _read_claims():
+    """The claims file's (or pre-registration's) claims the config trains, and the pre-registration's header."""
+    if not FINDINGS or STUDY_FINDINGS:
+        return [], {}
+    path = FINDINGS["claims"]
+    if not os.path.isabs(path) and not os.path.exists(path):
+        path = os.path.join(workflow.basedir, path)  # config/claims.yaml of this checkout
+    try:
+        return claimed_lib.read_claims(path, {(r.study, r.model, r.setting) for r in RUNS})
+    except ValueError as e:
+        config_error(e)
+
+
+CLAIMS, PREREGISTRATION = _read_claims()
 
 
 def findings_runs():
-    """The runs the findings table compares (with their training metrics)."""
-    if not FINDINGS:
+    """The runs the findings table compares (with their training metrics): a study's findings."""
+    if not STUDY_FINDINGS:
         return []
     return [r for r in runs_lib.runs(config, FINDINGS["study"]) if r.model == FINDINGS["model"]]
 
 
 def findings_base():
     """The Base evaluations of the findings study's seeds: its misleading majorities."""
-    if not FINDINGS:
+    if not STUDY_FINDINGS:
         return []
     return [
         runs_lib.Run.of(runs_lib.BASE, FINDINGS["model"], runs_lib.BASE, s)
@@ -425,14 +443,50 @@ def findings_base():
 
 
 def findings_probes():
-    """The probes behind the findings' variance rows: the oracle VI-CuRL runs' of the findings model."""
+    """The probes behind the findings' variance rows: a study's, the oracle VI-CuRL runs' of the findings model;
+    a claims file's, those of the arms its variance claims compare."""
     if not FINDINGS:
         return []
-    return [
-        f"{R}/probes/{run.path}/step{step}.json"
-        for run, step in runs_lib.probes(config)
-        if run.model == FINDINGS["model"] and run.reward == "oracle" and run.curriculum == "vicurl"
-    ]
+    if STUDY_FINDINGS:
+        keep = lambda run: run.model == FINDINGS["model"] and run.reward == "oracle" and run.curriculum == "vicurl"
+    else:
+        arms = claimed_lib.probed_arms(CLAIMS)
+        keep = lambda run: (run.study, run.model, run.setting) in arms
+    return [f"{R}/probes/{run.path}/step{step}.json" for run, step in runs_lib.probes(config) if keep(run)]
+
+
+def findings_scores():
+    """The scores files the findings read."""
+    if not FINDINGS:
+        return []
+    if STUDY_FINDINGS:
+        return [f"{R}/report/scores/{FINDINGS['study']}.csv"]
+    return [f"{R}/report/scores/{s}.csv" for s in claimed_lib.studies_of(CLAIMS)]
+
+
+def claim_departures():
+    """A claims file's findings: the settings of each compared run that differ from the paper's same run, the
+    plan's departures, and whether the config is the one pre-registered."""
+    import vicurl.report.findings as findings_lib
+
+    paper = paper_config()
+    lines = list(PREREGISTRATION.get("departures", []))
+    seen = set()
+    for c in CLAIMS:
+        for arm in (c["a"], c["b"]):
+            if arm is None or arm["study"] == "base":
+                continue
+            key = (arm["study"], arm["model"], arm["paper_study"] if "paper_study" in arm else arm["study"])
+            if key in seen or key[2] not in paper["studies"] or arm["model"] not in paper["models"]:
+                continue
+            seen.add(key)
+            ours, theirs = (
+                findings_settings(cfg, study, arm["model"], arm["setting"])
+                for cfg, study in ((config, key[0]), (paper, key[2]))
+            )
+            lines += [f"{key[0]}/{key[1]}: {d}" for d in findings_lib.departures(ours, theirs)]
+    hashed = claimed_lib.config_hash_line(PREREGISTRATION, workflow.configfiles)
+    return list(dict.fromkeys(lines)) + ([hashed] if hashed else [])
 
 
 def paper_config():
@@ -444,12 +498,13 @@ def paper_config():
     return checks_lib.read(paper, f"{workflow.basedir}/config/schema.yaml")
 
 
-def findings_settings(cfg, study, model):
-    """The settings of an oracle VI-CuRL run of ``study`` and ``model`` in ``cfg`` that the
+def findings_settings(cfg, study, model, setting="oracle-vicurl"):
+    """The settings of a run of ``study``, ``model`` and ``setting`` (default oracle VI-CuRL) in ``cfg`` that the
     findings' departures compare, with the model's label and the training set."""
     from vicurl.settings import TrainSettings
 
-    settings = TrainSettings.from_dict(runs_lib.train_settings(cfg, runs_lib.Run(study, model, "oracle", "vicurl", 0)))
+    reward, curriculum = runs_lib.split_setting(setting)
+    settings = TrainSettings.from_dict(runs_lib.train_settings(cfg, runs_lib.Run(study, model, reward, curriculum, 0)))
     return {
         **dataclasses.asdict(settings),
         "model": cfg["models"][model].get("label", model),
@@ -548,7 +603,7 @@ def report_results(target):
             findings_probes()
             + [f"{R}/runs/{r.path}/metrics.jsonl" for r in findings_runs()]
             + [f"{R}/eval/{r.path}/graded.parquet" for r in findings_base()]
-            + ([dataset_path(b) for b in config["studies"][FINDINGS["study"]]["benchmarks"]] if FINDINGS else [])
+            + ([dataset_path(b) for b in config["studies"][FINDINGS["study"]]["benchmarks"]] if STUDY_FINDINGS else [])
         )
         return all_scores() + figure_results() + all_probes() + findings
     return []  # a report file by its path: Snakemake names what it lacks

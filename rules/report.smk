@@ -244,35 +244,66 @@ rule variance_figures:
         "../workflow_scripts/variance_figures.py"
 
 
-rule findings:
-    """The findings table: each claim of the paper the study tests, the paper's number, ours and a verdict."""
-    input:
-        scores=lambda w: f"{R}/report/scores/{FINDINGS['study']}.csv",
-        probes=findings_probes(),
-        metrics=[f"{R}/runs/{r.path}/metrics.jsonl" for r in findings_runs()],
-        base=[f"{R}/eval/{r.path}/graded.parquet" for r in findings_base()],
-        benchmarks=[dataset_path(b) for b in config["studies"][FINDINGS["study"]]["benchmarks"]] if FINDINGS else [],
-        paper=PAPER_NUMBERS,
-        settings=settings_file("findings"),
-    output:
-        markdown=report(f"{R}/report/findings.md", caption=f"{CAPTIONS}/findings.rst", category="Findings"),
-        tex=f"{R}/report/findings.tex",
-        csv=f"{R}/report/findings.csv",
-    log:
-        f"{R}/logs/report/findings.log",
-    conda:
-        "../envs/cpu.yaml"
-    params:
-        report_version=config["report"]["version"],
-        findings=FINDINGS,
-        runs=[(r.reward, r.curriculum, r.seed) for r in findings_runs()],
-        benchmarks=config["studies"][FINDINGS["study"]]["benchmarks"] if FINDINGS else [],
-        titles={d: v.get("label", d) for d, v in config["datasets"].items()},
-        scenario=config["scenario"],
-        compared_settings=lambda w: findings_settings(config, FINDINGS["study"], FINDINGS["model"]),
-        paper_settings=lambda w: findings_settings(paper_config(), "main", FINDINGS["paper_model"]),
-    script:
-        "../workflow_scripts/findings.py"
+if STUDY_FINDINGS:
+
+    rule findings:
+        """The findings table: each claim of the paper the study tests, the paper's number, ours and a verdict."""
+        input:
+            scores=findings_scores(),
+            probes=findings_probes(),
+            metrics=[f"{R}/runs/{r.path}/metrics.jsonl" for r in findings_runs()],
+            base=[f"{R}/eval/{r.path}/graded.parquet" for r in findings_base()],
+            benchmarks=[dataset_path(b) for b in config["studies"][FINDINGS["study"]]["benchmarks"]],
+            paper=PAPER_NUMBERS,
+            settings=settings_file("findings"),
+        output:
+            markdown=report(f"{R}/report/findings.md", caption=f"{CAPTIONS}/findings.rst", category="Findings"),
+            tex=f"{R}/report/findings.tex",
+            csv=f"{R}/report/findings.csv",
+        log:
+            f"{R}/logs/report/findings.log",
+        conda:
+            "../envs/cpu.yaml"
+        params:
+            report_version=config["report"]["version"],
+            findings=FINDINGS,
+            runs=[(r.reward, r.curriculum, r.seed) for r in findings_runs()],
+            benchmarks=config["studies"][FINDINGS["study"]]["benchmarks"],
+            titles={d: v.get("label", d) for d, v in config["datasets"].items()},
+            scenario=config["scenario"],
+            compared_settings=lambda w: findings_settings(config, FINDINGS["study"], FINDINGS["model"]),
+            paper_settings=lambda w: findings_settings(paper_config(), "main", FINDINGS["paper_model"]),
+        script:
+            "../workflow_scripts/findings.py"
+
+elif FINDINGS:
+
+    rule findings:
+        """The findings table of a claims file or a study plan's pre-registration: each claim whose arms the config
+        trains, the paper's number, ours and a verdict."""
+        input:
+            scores=findings_scores(),
+            probes=findings_probes(),
+            claims=FINDINGS["claims"] if os.path.exists(FINDINGS["claims"]) else [],
+            settings=settings_file("findings"),
+        output:
+            markdown=report(f"{R}/report/findings.md", caption=f"{CAPTIONS}/findings.rst", category="Findings"),
+            tex=f"{R}/report/findings.tex",
+            csv=f"{R}/report/findings.csv",
+        log:
+            f"{R}/logs/report/findings.log",
+        conda:
+            "../envs/cpu.yaml"
+        params:
+            report_version=config["report"]["version"],
+            claims=CLAIMS,
+            studies=lambda w: claimed_lib.study_info(config, claimed_lib.studies_of(CLAIMS)),
+            alpha=PREREGISTRATION.get("alpha", FINDINGS["alpha"]),
+            source=FINDINGS["claims"],
+            departed=lambda w: claim_departures(),
+            scenario=config["scenario"],
+        script:
+            "../workflow_scripts/claim_findings.py"
 
 
 rule probes_table:

@@ -8,6 +8,7 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from vicurl.grading.classes import majority_class
 from vicurl.report import findings as F
@@ -16,30 +17,76 @@ from vicurl.report.latex import standalone_document
 # ---------------------------------------------------------------- the verdict rule
 
 
+def _one(values, side="<", threshold=1.0, **kw):
+    return F.Finding("k", "c", "p", tuple(values), tuple(range(len(values))), threshold, side, "ratio", **kw)
+
+
 @pytest.mark.parametrize("values,side,expected", [
     ([0.5, 0.6, 0.55], "<", "holds"),
-    ([1.5, 1.6, 1.4], "<", "does not hold"),
-    ([0.9, 1.1, 1.0], "<", "inconclusive at this scale"),
-    ([0.5], "<", "inconclusive at this scale"),  # one seed has no spread
+    ([1.5, 1.6, 1.4], "<", "opposite"),
+    ([0.9, 1.1, 1.0], "<", "inconclusive"),
+    ([0.5], "<", "inconclusive"),  # one seed has no spread
     ([0.5, math.nan, 0.6, 0.55], "<", "holds"),  # a seed without a value does not count
     ([1.5, 1.6, 1.4], ">", "holds"),
 ])
 def test_verdict_cases(values, side, expected):
-    assert F.verdict(values, 1.0, side) == expected
+    assert F.verdicts([_one(values, side)]) == [expected]
 
 
-def test_verdict_is_two_standard_errors_by_enumeration():
-    """Against the rule written out: |mean - threshold| vs 2 std/sqrt(n), over a grid of 3-seed samples."""
+def test_one_finding_is_scipys_t_test_by_enumeration():
+    """One claim (Holm leaves alpha as it is): holds where scipy's one-sided t test rejects at alpha, opposite
+    where the other side's does, over a grid of 3-seed samples."""
     rng = np.random.default_rng(0)
-    for _ in range(500):
+    for _ in range(300):
         v = rng.normal(rng.uniform(-1, 1), rng.uniform(0.01, 1), size=3)
-        t = v.mean() / (v.std(ddof=1) / np.sqrt(3))  # the t statistic against threshold 0
-        want = "holds" if t > 2 else "does not hold" if t < -2 else "inconclusive at this scale"
-        assert F.verdict(v, 0.0, ">") == want
-        mirrored = {"holds": "does not hold", "does not hold": "holds"}.get(want, want)
-        assert F.verdict(v, 0.0, "<") == mirrored
+        up = stats.ttest_1samp(v, 0.0, alternative="greater").pvalue
+        want = "holds" if up < 0.05 else "opposite" if 1 - up < 0.05 else "inconclusive"
+        assert F.verdicts([_one(v, ">", 0.0)]) == [want]
     with pytest.raises(ValueError, match="side"):
-        F.verdict([1, 2], 0, "<=")
+        F.verdicts([_one([1, 2], "<=")])
+
+
+def test_two_arms_are_welchs_test_and_holm_corrects_across_the_table():
+    a, b = (0.50, 0.52, 0.55), (0.40, 0.47, 0.41)
+    f = F.Finding("g", "c", "p", a, (0, 1, 2), 0.0, ">", "pp", versus=b)
+    p = stats.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue
+    assert f.test().p_claim == pytest.approx(p) and f.mean == pytest.approx(np.mean(a) - np.mean(b))
+    assert 0.01 < p < 0.05  # alone it holds; beside four claims Holm's first level is 0.01
+    nulls = [_one([0.9, 1.1, 1.0]) for _ in range(4)]
+    assert F.verdicts([f]) == ["holds"] and F.verdicts([f, *nulls])[0] == "inconclusive"
+    got = F.to_frame([f, *nulls])
+    assert set(got.columns) >= {"p_claim", "p_opposite", "p_smaller", "per_seed_b"}
+    assert got.loc[0, "ours"] == "+9.7 pp (52.3 ± 2.5 vs 42.7 ± 3.8; n=3 vs 3)"
+
+
+def test_the_papers_gap_is_refuted_only_where_given():
+    gain = dict(values=(0.30, 0.31, 0.32), seeds=(0, 1, 2), threshold=0.0, side=">", unit="pp",
+                versus=(0.0, 0.01, 0.0))
+    assert F.verdicts([F.Finding("g", "c", "p", **gain)]) == ["holds"]
+    assert F.verdicts([F.Finding("g", "c", "p", **gain, gap=0.5)]) == ["smaller than the paper's gap"]
+    assert F.verdicts([F.Finding("g", "c", "p", **gain, gap=0.31)]) == ["holds"]  # the paper's number is not rejected
+
+
+def test_margins_are_statsmodels_tests():
+    from statsmodels.stats.weightstats import ttost_ind
+
+    a, b = (0.50, 0.51, 0.49, 0.50), (0.505, 0.50, 0.495, 0.51)
+    ni = F.Finding("n", "c", "p", a, (0, 1, 2, 3), 0.0, ">", "pp", versus=b, kind="non_inferiority", margin=0.02)
+    assert ni.test().p_claim == pytest.approx(stats.ttest_ind(np.add(a, 0.02), b, equal_var=False,
+                                                               alternative="greater").pvalue)
+    eq = F.Finding("e", "c", "p", a, (0, 1, 2, 3), 0.0, ">", "pp", versus=b, kind="equivalence", margin=0.02)
+    assert eq.test().p_claim == pytest.approx(ttost_ind(np.array(a), np.array(b), -0.02, 0.02, usevar="unequal")[0])
+    assert F.verdicts([ni, eq]) == ["holds", "holds"]
+    far = F.Finding("n", "c", "p", a, (0, 1, 2, 3), 0.0, ">", "pp", versus=np.add(b, 0.1), kind="non_inferiority",
+                    margin=0.02)
+    assert F.verdicts([far]) == ["opposite"]  # below b by more than the margin
+
+
+def test_a_collapse_counts_its_seeds_below_base():
+    f = F.Finding("c", "c", "p", (0.1, 0.12, 0.3), (0, 1, 2), 0.0, "<", "pp", versus=(0.25, 0.25, 0.25),
+                  collapse=True)
+    low = stats.binomtest(2, 3).proportion_ci(0.9, method="exact").low  # the one-sided 95 % bound
+    assert f"2 of 3 seeds below Base (95 % lower bound {low:.0%})" in F.ours_text(f)
 
 
 # ---------------------------------------------------------------- Section 5.3
@@ -82,19 +129,15 @@ def test_variance_findings_per_condition_and_seed():
     assert F.variance_findings(p, "other") == []  # no probes of that model: no claim
 
 
-def test_the_verdict_uses_the_larger_standard_error():
-    tight = F.Finding("k", "c", "p", (0.5, 0.51, 0.49), (0, 1, 2), 1.0, "<", "ratio")
-    assert tight.verdict == "holds" and tight.se == pytest.approx(0.01 / math.sqrt(3))
-    wide = F.Finding("k", "c", "p", (0.5, 0.51, 0.49), (0, 1, 2), 1.0, "<", "ratio", se_extra=0.3)
-    assert wide.se == 0.3 and wide.verdict == "inconclusive at this scale"
-    assert "bootstrap se 0.300" in F.ours_text(wide)
-    assert F.verdict([0.5, 0.51, 0.49], 1.0, "<", se_extra=0.001) == "holds"  # smaller: the seeds' se
+def test_the_bootstrap_is_shown_beside_the_seeds_standard_error():
+    f = _one((0.5, 0.51, 0.49), se_extra=0.3)
+    assert f.se == pytest.approx(0.01 / math.sqrt(3)) and "bootstrap se 0.300" in F.ours_text(f)
 
 
 def test_multiplicity_and_departures():
-    table = F.to_frame([F.Finding(f"k{i}", "c", "p", (0.5, 0.6, 0.7), (0, 1, 2), 1.0, "<", "ratio") for i in range(10)])
+    table = F.to_frame([_one((0.5, 0.6, 0.7)) for i in range(10)])
     text = F.multiplicity(table)
-    assert "10 claims" in text and "p = 0.092" in text and "about 0.9 verdicts" in text
+    assert "10 claims" in text and "Holm" in text and "0.005" in text
     ours = {"model": "Tiny", "total_steps": 120, "lr": 1e-4, "group_size": 8}
     paper = {"model": "Qwen", "total_steps": 313, "lr": 3e-6, "group_size": 8}
     assert F.departures(ours, paper, keys=("model", "total_steps", "lr", "group_size")) == [
@@ -134,7 +177,7 @@ def test_curve_claim_quotes_the_papers_aulc_ratio():
         "reward": "majority_vote", "curriculum": ["none", "vicurl"], "mean": [1.0, 13.0]})])
     out = {f.key: f for f in F.verifier_free_findings(_scores(), benchmarks=["easy", "hard"], paper=paper)}
     curve = out["curve_gain/majority_vote"]
-    assert curve.values == pytest.approx([0.25, 0.26, 0.27]) and curve.paper == "AULC 13.0x TTRL's (mechanism, m)"
+    assert np.subtract(curve.values, curve.versus) == pytest.approx([0.25, 0.26, 0.27]) and curve.paper == "AULC 13.0x TTRL's (mechanism, m)"
     assert out["vicurl_gain/majority_vote"].paper == "+34.1 pp (main_results_part1, m)"  # the main table, not mechanism
 
 
@@ -147,16 +190,22 @@ def test_final_scores_average_the_last_step_over_benchmarks():
         F.final_scores(_scores(), "pass@1", ["easy", "hard", "missing"])
 
 
-def test_verifier_free_findings_pair_seeds_and_quote_the_paper():
+def test_verifier_free_findings_compare_the_arms_and_quote_the_paper():
     out = {f.key: f for f in F.verifier_free_findings(_scores(), benchmarks=["easy", "hard"], paper=_paper())}
     gain = out["vicurl_gain/majority_vote"]
-    assert gain.seeds == (0, 1, 2) and gain.values == pytest.approx([0.3, 0.31, 0.32])
-    assert gain.verdict == "holds" and gain.paper == "+34.1 pp (main_results_part1, m)"
+    assert gain.seeds == (0, 1, 2) and gain.values == pytest.approx([0.6, 0.6, 0.6])
+    assert gain.versus == pytest.approx([0.3, 0.29, 0.28]) and gain.mean == pytest.approx(0.31)
+    assert F.verdicts([gain]) == ["holds"] and gain.paper == "+34.1 pp (main_results_part1, m)"
+    assert math.isnan(gain.gap)  # not the paper's setting: its number is quoted, not tested
     collapse = out["collapse/majority_vote"]
-    assert collapse.side == "<" and collapse.values == pytest.approx([-0.1, -0.11, -0.12])
+    assert collapse.side == "<" and collapse.versus == pytest.approx([0.4, 0.4, 0.4]) and collapse.collapse
     assert collapse.paper == "-20.2 pp (main_results_part1, m)"
     assert "vicurl_gain/oracle" not in out and "collapse/oracle" not in out  # no oracle VI-CuRL run; oracle cannot collapse
     assert "TTRL" in gain.claim and "MajVote" in gain.claim
+    same = {f.key: f for f in F.verifier_free_findings(_scores(), benchmarks=["easy", "hard"], paper=_paper(),
+                                                        refute=True)}
+    assert same["vicurl_gain/majority_vote"].gap == pytest.approx(0.341)
+    assert F.verdicts([same["vicurl_gain/majority_vote"]]) == ["smaller than the paper's gap"]
 
 
 def test_training_accuracy_over_the_last_tenth_of_steps():
@@ -168,7 +217,8 @@ def test_training_accuracy_over_the_last_tenth_of_steps():
     scores = pd.DataFrame([("entropy", c, s, 10, "b", 0.1) for c in ("none", "vicurl") for s in (0, 1, 2)],
                           columns=["reward", "curriculum", "seed", "step", "benchmark", "pass@1"])
     out = {f.key: f for f in F.verifier_free_findings(scores, benchmarks=["b"], train_metrics=pd.DataFrame(rows))}
-    assert out["train_accuracy/entropy"].values == pytest.approx([0.5, 0.5, 0.5])
+    assert np.subtract(out["train_accuracy/entropy"].values, out["train_accuracy/entropy"].versus) == \
+        pytest.approx([0.5, 0.5, 0.5])
     assert out["train_accuracy/entropy"].paper.startswith("collapse")
     assert out["vicurl_gain/entropy"].paper == "--"  # no paper numbers given
 
@@ -199,7 +249,8 @@ def test_tables_carry_every_finding_and_the_rule():
     found = F.verifier_free_findings(_scores(), benchmarks=["easy", "hard"], paper=_paper())
     table = F.to_frame(found)
     assert list(table["key"]) == [f.key for f in found]
-    assert table.loc[0, "ours"] == "+31.0 ± 1.0 pp (n=3)" and table.loc[0, "per_seed"] == "0.3 0.31 0.32"
+    assert table.loc[0, "ours"] == "+31.0 pp (60.0 ± 0.0 vs 29.0 ± 1.0; n=3 vs 3)"
+    assert table.loc[0, "per_seed"] == "0.6 0.6 0.6" and table.loc[0, "per_seed_b"] == "0.3 0.29 0.28"
     md = F.render_markdown(table, ["a setting line"], "Title", "demo", ["lr: 1 (paper: 2)"])
     assert F.RULE in md and "- a setting line" in md and md.count("\n| ") == len(found) + 1
     assert "- lr: 1 (paper: 2)" in md and "Multiplicity: " in md

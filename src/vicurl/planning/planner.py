@@ -26,7 +26,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import yaml
 
-from vicurl import checks, runs as runs_lib
+from vicurl import checks
+from vicurl import runs as runs_lib
 from vicurl.errors import ConfigError
 from vicurl.planning import claims as claims_lib
 from vicurl.planning import cost, stats
@@ -39,12 +40,7 @@ MAX_SEEDS = 20
 # peaks and memory bandwidths (docs/paper.md, "GPU time at paper scale"), the A100's being the cost model's
 GPUS = {"a100-40gb": 1.0, "a100-80gb": 1.15, "h100": 2.6, "h200": 3.1}
 DEPARTURES = ("total_steps", "eval_every", "subset")
-RULE = ("a one-sided Welch test of the claim's arms (seeds as samples) in the claimed direction, Holm-corrected "
-        "across the plan's confirmatory claims at family-wise alpha; non-inferiority a one-sided Welch test "
-        "against the margin, equivalence two one-sided tests (statsmodels' ttost_ind); verdicts: opposite (the "
-        "other direction significant at alpha), smaller than the paper's gap (the paper's difference rejected at "
-        "alpha), holds (the claim's test rejected after Holm), inconclusive; a collapse also as k of n seeds below "
-        "Base with an exact binomial bound")
+RULE = stats.RULE
 
 
 class PlanError(ConfigError):

@@ -2,8 +2,7 @@
 
 A claim compares the per-seed values of a statistic (a Pass@1 averaged over a table's benchmarks at the
 last step, an upgration, a variance ratio's log) between two arms, or between an arm and a constant
-(``b`` None, ``threshold``). ``gap`` is the claimed difference a - b with its sign (the paper's number:
-positive when a beats b, negative for a collapse below Base):
+(``b`` None, ``threshold``); ``side`` is where it puts a - b, ``gap`` the paper's a - b:
 
 ``superiority``      one-sided Welch test of a - b in the claimed direction (``scipy.stats.ttest_ind``,
                      ``equal_var=False``); a collapse is a superiority claim below Base, also reported as
@@ -19,6 +18,8 @@ confirmatory claims (``holm``, statsmodels' ``multipletests``):
 ``holds``                       the claimed direction (or non-inferiority, or equivalence) is significant
 ``inconclusive``                none of these (or fewer than two seeds in an arm)
 
+``RULE`` says it in one sentence for the findings and the plans.
+
 Power (``power``): of the one-sided test at level alpha for a true difference ``delta``: Welch's, as the
 mean over the arms' sample variances of the chance the normal mean difference clears its critical value
 there; a one-sample test's by the noncentral t (``scipy.stats.nct``). tests/unit/test_planning_stats.py
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -37,6 +39,13 @@ from scipy import stats
 
 TYPES = ("superiority", "non_inferiority", "equivalence")
 VERDICTS = ("holds", "smaller than the paper's gap", "opposite", "inconclusive")
+RULE = ("a one-sided Welch test of the claim's two arms (seeds as samples; a one-sample t test against a constant) "
+        "in the claimed direction, Holm-corrected across the table's claims at family-wise alpha; non-inferiority "
+        "a one-sided Welch test against the margin, equivalence two one-sided tests; holds: the claim's test "
+        "rejects after Holm; opposite: the other direction (non-inferiority: beyond the margin; equivalence: "
+        "outside it) is significant at alpha; smaller than the paper's gap: the paper's difference is rejected at "
+        "alpha; inconclusive: none of these, or fewer than two seeds in an arm; a collapse also as k of n seeds "
+        "below Base with an exact binomial bound")
 
 
 def _values(x: Sequence[float]) -> np.ndarray:
@@ -50,23 +59,23 @@ def one_sided(a: Sequence[float], b: Sequence[float] | None, shift: float = 0.0,
     mean(a) - threshold - shift does, a one-sample t test); 1.0 where an arm has fewer than two values."""
     a = _values(a)
     alternative = "greater" if side == ">" else "less"
-    if b is None:
-        if len(a) < 2:
-            return 1.0
-        return float(stats.ttest_1samp(a - threshold - shift, 0.0, alternative=alternative).pvalue)
-    b = _values(b)
-    if len(a) < 2 or len(b) < 2:
+    if len(a) < 2 or (b is not None and len(_values(b)) < 2):
         return 1.0
-    p = stats.ttest_ind(a - shift, b, equal_var=False, alternative=alternative).pvalue
-    return 1.0 if not np.isfinite(p) else float(p)  # two constant arms: no evidence either way
+    with warnings.catch_warnings():  # an arm of equal values (a collapsed run's): scipy warns, the test stands
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if b is None:
+            p = stats.ttest_1samp(a - threshold - shift, 0.0, alternative=alternative).pvalue
+        else:
+            p = stats.ttest_ind(a - shift, _values(b), equal_var=False, alternative=alternative).pvalue
+    return 1.0 if not np.isfinite(p) else float(p)  # no spread at all: no evidence either way
 
 
 def holm(pvalues: Sequence[float], alpha: float) -> list[bool]:
     """Which of ``pvalues`` Holm's step-down procedure rejects at family-wise level ``alpha``."""
     from statsmodels.stats.multitest import multipletests
 
-    if not len(pvalues):
-        return []
+    if len(pvalues) <= 1:  # one test: Holm's level is alpha (multipletests would pay a gc.collect per call)
+        return [bool(p < alpha) for p in pvalues]
     return [bool(r) for r in multipletests(list(pvalues), alpha=alpha, method="holm")[0]]
 
 
@@ -79,17 +88,22 @@ class Test:
     p_smaller: float  # that the difference is below the paper's gap (superiority only; 1.0 otherwise)
 
 
-def test(kind: str, gap: float, a: Sequence[float], b: Sequence[float] | None = None, *, margin: float = 0.0,
-         threshold: float = 0.0) -> Test:
-    """The claim's p-values (see the module docstring); ``gap``'s sign is the claimed direction."""
+def test(kind: str, a: Sequence[float], b: Sequence[float] | None = None, *, side: str = ">",
+         gap: float = math.nan, margin: float = 0.0, threshold: float = 0.0) -> Test:
+    """The claim's p-values (see the module docstring): ``side`` where the claim puts a - b (or a - threshold),
+    ``gap`` the paper's difference (NaN: no refutation test), ``margin`` non-inferiority's or equivalence's."""
     if kind not in TYPES:
         raise ValueError(f"claim type {kind!r}: one of {TYPES}")
-    side, other = (">", "<") if gap >= 0 else ("<", ">")
+    if side not in (">", "<"):
+        raise ValueError(f"side must be '>' or '<', got {side!r}")
+    other = "<" if side == ">" else ">"
     if kind == "superiority":
+        claimed = math.isfinite(gap) and (gap > 0 if side == ">" else gap < 0)
         return Test(one_sided(a, b, 0.0, side, threshold), one_sided(a, b, 0.0, other, threshold),
-                    one_sided(a, b, gap, other, threshold))
-    if kind == "non_inferiority":  # a - b > -margin (the claimed side of a "matches or outperforms")
-        return Test(one_sided(a, b, -margin, ">", threshold), one_sided(a, b, -margin, "<", threshold), 1.0)
+                    one_sided(a, b, gap, other, threshold) if claimed else 1.0)
+    if kind == "non_inferiority":  # a - b beyond -margin on the claimed side (a "matches or outperforms")
+        bound = -margin if side == ">" else margin
+        return Test(one_sided(a, b, bound, side, threshold), one_sided(a, b, bound, other, threshold), 1.0)
     outside = min(one_sided(a, b, margin, ">", threshold), one_sided(a, b, -margin, "<", threshold))
     av, bv = _values(a), None if b is None else _values(b)
     if bv is not None and len(av) >= 2 and len(bv) >= 2:

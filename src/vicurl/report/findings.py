@@ -1,13 +1,12 @@
 r"""The findings of a (mini) reproduction: each claim of the paper its runs test, the paper's
-number, ours (mean and std across seeds) and a verdict computed from the numbers by one rule.
+number, ours across seeds and a verdict computed from the numbers by one rule.
 
-The rule (``RULE``, ``verdict``): a claim says a per-seed statistic lies on one side of a
-threshold. With n >= 2 seeds it *holds* when the mean is on the claimed side by more than 2 se,
-*does not hold* when on the other side by as much, else (or with one seed) it is *inconclusive at
-this scale*; se = std / sqrt(n), or the bootstrap standard error over the probes' prompts where
-larger (``probe_stats.bootstrap_se``). The claims, their statistics and what 2 se means at 3 seeds
-(``multiplicity``): docs/mini.md. A claim whose runs the scenario lacks is left out; the paper's
-number comes from ``config/paper_numbers.csv`` (``vicurl.report.paper``) or, for Section 5.3, its text.
+A finding holds the per-seed values of a statistic in arm a and, for a comparison of two arms, in
+arm b (else a threshold): the rule is `vicurl.planning.stats`' (``stats.RULE``), a one-sided Welch test
+in the claimed direction, Holm-corrected across the table's findings (``verdicts``). This module builds
+one study's findings against its model (``verifier_free_findings``, ``variance_findings``); those of a
+claims file or a study plan's pre-registration: `vicurl.report.claimed`. The paper's number comes from
+``config/paper_numbers.csv`` (``vicurl.report.paper``) or, for Section 5.3, its text.
 """
 
 from __future__ import annotations
@@ -20,15 +19,14 @@ import numpy as np
 import pandas as pd
 
 from vicurl.grading.classes import clusters, majority_class
+from vicurl.planning import stats
 from vicurl.report import labels as L
 from vicurl.report import probe_stats as PS
 from vicurl.report.latex import at_most
 
-RULE = ("holds: the mean across seeds is on the claimed side of the threshold by more than two "
-        "standard errors (std / sqrt(n), or the bootstrap standard error over the probes' prompts where "
-        "larger); does not hold: on the other side by more than two standard errors; inconclusive at "
-        "this scale: otherwise, or with fewer than two seeds")
-VERDICTS = ("holds", "does not hold", "inconclusive at this scale")
+RULE = stats.RULE
+VERDICTS = stats.VERDICTS
+ALPHA = 0.05  # the findings' family-wise level where the config gives none (schema: findings.alpha)
 TRAIN_TAIL = 0.1  # the share of the last training steps whose oracle accuracy a run is judged by
 VARIANCE_TEXT = "below 1 while beta_t < 1 (Sec. 5.3)"
 EARLY_TEXT = "0.55-0.80 at beta~0.2 (Sec. 5.3)"
@@ -37,65 +35,66 @@ PREMISE_TEXT = "confident prompts are the solved ones (Sec. 4)"
 ESTIMATORS = {"sigma2": "action variance sigma^2_g", "vprob": "problem variance V_prob"}
 
 
+def _finite(values: Sequence[float] | None) -> np.ndarray:
+    v = np.asarray(values if values is not None else (), dtype=float)
+    return v[np.isfinite(v)]
+
+
 @dataclass(frozen=True)
 class Finding:
     key: str  # a short id, e.g. "vicurl_gain/majority_vote"
     claim: str  # the paper's claim, in words
     paper: str  # the paper's number (or its words where it gives none)
-    values: tuple[float, ...]  # the statistic per seed (NaN: not measurable for that seed)
+    values: tuple[float, ...]  # arm a's statistic per seed (NaN: not measurable for that seed)
     seeds: tuple[int, ...]
-    threshold: float
-    side: str  # "<" or ">": where the claim puts the statistic
-    unit: str  # "pp" (percentage points of a fraction), "ratio", "corr", "slope"
-    se_extra: float = math.nan  # another standard error of the mean (the probes' bootstrap); the larger is used
+    threshold: float  # what a is compared with where there is no arm b
+    side: str  # "<" or ">": where the claim puts a - b (or a - threshold)
+    unit: str  # "pp" (percentage points of a fraction), "ratio", "log", "corr", "slope"
+    se_extra: float = math.nan  # the probes' bootstrap standard error of the mean, shown beside ours
+    versus: tuple[float, ...] | None = None  # arm b's statistic per seed: the claim compares the arms' means
+    kind: str = "superiority"  # stats.TYPES
+    margin: float = 0.0  # non-inferiority's or equivalence's, in the statistic's unit
+    gap: float = math.nan  # the paper's a - b where our runs reproduce its setting: the refutation's reference
+    collapse: bool = False  # also counted seed by seed below b (Base)
 
     @property
     def finite(self) -> np.ndarray:
-        v = np.asarray(self.values, dtype=float)
-        return v[np.isfinite(v)]
+        return _finite(self.values)
 
     @property
     def mean(self) -> float:
-        return float(self.finite.mean()) if len(self.finite) else math.nan
+        """The difference the claim is about: mean(a) - mean(b), or mean(a)."""
+        a = self.finite
+        if not len(a):
+            return math.nan
+        if self.versus is None:
+            return float(a.mean())
+        b = _finite(self.versus)
+        return float(a.mean() - b.mean()) if len(b) else math.nan
 
     @property
     def std(self) -> float:
-        return float(self.finite.std(ddof=1)) if len(self.finite) >= 2 else math.nan
+        """The seeds' std of a's statistic (of a - b's standard error's parts: ``ours_text``)."""
+        a = self.finite
+        return float(a.std(ddof=1)) if len(a) >= 2 else math.nan
 
     @property
     def se(self) -> float:
-        """The standard error the verdict uses: across seeds, or ``se_extra`` where larger."""
-        return standard_error(self.finite, self.se_extra)
+        """The standard error of ``mean`` across seeds (Welch's, for two arms)."""
+        a, b = self.finite, _finite(self.versus)
+        if len(a) < 2 or (self.versus is not None and len(b) < 2):
+            return math.nan
+        var = a.var(ddof=1) / len(a) + (b.var(ddof=1) / len(b) if self.versus is not None else 0.0)
+        return float(math.sqrt(var))
 
-    @property
-    def verdict(self) -> str:
-        return verdict(self.finite, self.threshold, self.side, self.se_extra)
-
-
-def standard_error(values: Sequence[float], se_extra: float = math.nan) -> float:
-    """std / sqrt(n) of the finite ``values`` (NaN below two), or ``se_extra`` where larger."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) >= 2 else math.nan
-    return max(se, se_extra) if math.isfinite(se_extra) and math.isfinite(se) else se
+    def test(self) -> stats.Test:
+        return stats.test(self.kind, self.finite, None if self.versus is None else _finite(self.versus),
+                          side=self.side, gap=self.gap, margin=self.margin, threshold=self.threshold)
 
 
-def verdict(values: Sequence[float], threshold: float, side: str, se_extra: float = math.nan) -> str:
-    """The rule of the module docstring, for the per-seed values of one statistic (``se_extra``:
-    another standard error of their mean, used where larger than the seeds')."""
-    if side not in ("<", ">"):
-        raise ValueError(f"side must be '<' or '>', got {side!r}")
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) < 2:
-        return VERDICTS[2]
-    margin = (v.mean() - threshold) * (1 if side == ">" else -1)  # > 0: on the claimed side
-    two_se = 2 * standard_error(v, se_extra)
-    if margin > two_se:
-        return VERDICTS[0]
-    if -margin > two_se:
-        return VERDICTS[1]
-    return VERDICTS[2]
+def verdicts(found: Sequence[Finding], alpha: float = ALPHA) -> list[str]:
+    """Every finding's verdict by the rule (``stats.RULE``), Holm-corrected across them."""
+    return stats.verdicts([f.test() for f in found], alpha)
 
 
 # ---------------------------------------------------------------- Section 5.3: variance
@@ -203,19 +202,20 @@ def train_accuracy(metrics: pd.DataFrame, tail: float = TRAIN_TAIL) -> pd.DataFr
     return pd.DataFrame(rows, columns=["reward", "curriculum", "seed", "score"])
 
 
-def _paired(a: pd.DataFrame, b: pd.DataFrame) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    """a - b per seed, over the seeds both have."""
-    j = a.set_index("seed")["score"].sub(b.set_index("seed")["score"]).dropna().sort_index()
-    return tuple(int(s) for s in j.index), tuple(float(v) for v in j.values)
+def _arm_values(table: pd.DataFrame) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """(seeds, scores) of one arm, by seed."""
+    t = table.sort_values("seed")
+    return tuple(int(s) for s in t["seed"]), tuple(float(v) for v in t["score"])
 
 
-def _paper_diff(paper: pd.DataFrame | None, a: tuple[str, str], b: tuple[str, str], metric: str) -> str:
-    """The paper's a - b (reward, curriculum) in percentage points, from its numbers' Average column."""
+def _paper_diff(paper: pd.DataFrame | None, a: tuple[str, str], b: tuple[str, str], metric: str) -> tuple[str, float]:
+    """The paper's a - b (reward, curriculum) from its numbers' Average column: in words (percentage points,
+    the table and model) and as a fraction (NaN where the paper has no such rows)."""
     if paper is None or paper.empty:
-        return "--"
+        return "--", math.nan
     avg = paper[(paper["benchmark"] == "average") & (paper["metric"] == metric)]
     if avg.empty:
-        return "--"
+        return "--", math.nan
 
     def one(key):
         v = avg[(avg["reward"] == key[0]) & (avg["curriculum"] == key[1])]["mean"]
@@ -223,9 +223,9 @@ def _paper_diff(paper: pd.DataFrame | None, a: tuple[str, str], b: tuple[str, st
 
     d = one(a) - one(b)
     if not math.isfinite(d):
-        return "--"
+        return "--", math.nan
     t, m = avg["table"].iloc[0], avg["model"].iloc[0]
-    return f"{100 * d:+.1f} pp ({t}, {m})"
+    return f"{100 * d:+.1f} pp ({t}, {m})", d
 
 
 def _paper_aulc(paper: pd.DataFrame | None, reward: str) -> str:
@@ -242,10 +242,11 @@ def _paper_aulc(paper: pd.DataFrame | None, reward: str) -> str:
 
 def verifier_free_findings(scores: pd.DataFrame, *, benchmarks: Sequence[str], metric: str = "pass@1",
                            train_metrics: pd.DataFrame | None = None, paper: pd.DataFrame | None = None,
-                           paper_table: str = "main_results_part1") -> list[Finding]:
+                           paper_table: str = "main_results_part1", refute: bool = False) -> list[Finding]:
     """The stability claims from one study's per-seed scores (with its Base rows) and its runs'
     training metrics; ``paper``: the paper's numbers of one model, whose ``paper_table`` is quoted
-    for the last-step claims and whose mechanism table for the curve claims."""
+    for the last-step claims and whose mechanism table for the curve claims; ``refute``: our runs
+    reproduce the paper's setting, so its differences are tested too (``Finding.gap``)."""
     final = final_scores(scores, metric, benchmarks)
     curve = curve_scores(scores, metric, benchmarks)
     main = None if paper is None else paper[paper["table"] == paper_table]
@@ -257,14 +258,16 @@ def verifier_free_findings(scores: pd.DataFrame, *, benchmarks: Sequence[str], m
     mp = metric.replace("pass@", "Pass@")
     out = []
 
-    def versus(table, key, claim, paper_of, a, b, side, skip=("base",)):
-        """A finding per reward with runs a and b (curricula, or ``base``) in ``table``: a - b per seed."""
+    def versus(table, key, claim, paper_of, a, b, side, skip=("base",), collapse=False):
+        """A finding per reward with runs a and b (curricula, or ``base``) in ``table``: the arms' scores."""
         for reward in dict.fromkeys(table["reward"]):
             ra, rb = (run("base", "base", table) if c == "base" else run(reward, c, table) for c in (a, b))
             if reward in skip or ra.empty or rb.empty:
                 continue
-            seeds, vals = _paired(ra, rb)
-            out.append(Finding(f"{key}/{reward}", claim(reward), paper_of(reward), vals, seeds, 0.0, side, "pp"))
+            (seeds, va), (_, vb) = _arm_values(ra), _arm_values(rb)
+            words, gap = paper_of(reward)
+            out.append(Finding(f"{key}/{reward}", claim(reward), words, va, seeds, 0.0, side, "pp", versus=vb,
+                               gap=gap if refute else math.nan, collapse=collapse))
 
     def baseline(reward):
         return L.row_label(reward, "none")
@@ -275,16 +278,16 @@ def verifier_free_findings(scores: pd.DataFrame, *, benchmarks: Sequence[str], m
     versus(curve, "curve_gain",
            lambda r: f"{L.reward_label(r)} reward: VI-CuRL keeps a higher {mp} than {baseline(r)} across training "
                      f"(mean over the evaluated checkpoints)",
-           lambda r: _paper_aulc(paper, r), "vicurl", "none", ">", skip=("oracle",))
+           lambda r: (_paper_aulc(paper, r), math.nan), "vicurl", "none", ">", skip=("oracle",))
     versus(final, "collapse",
            lambda r: f"{L.reward_label(r)} reward: {baseline(r)} ends below the base model ({mp})",
            lambda r: _paper_diff(main, (r, "none"), ("base", "base"), metric), "none", "base", "<",
-           skip=("base", "oracle"))
+           skip=("base", "oracle"), collapse=True)
     if train is not None:
         versus(train, "train_accuracy",
                lambda r: f"{L.reward_label(r)} reward: VI-CuRL ends with a higher training accuracy than "
                          f"{baseline(r)} (oracle-checked, last {TRAIN_TAIL:.0%} of steps)",
-               lambda r: "collapse of the baselines (Sec. 1, 5.2), no number", "vicurl", "none", ">",
+               lambda r: ("collapse of the baselines (Sec. 1, 5.2), no number", math.nan), "vicurl", "none", ">",
                skip=("oracle",))
     return out
 
@@ -320,43 +323,70 @@ def majority_wrong(graded: pd.DataFrame, answer_types: Mapping[str, str]) -> pd.
 # ---------------------------------------------------------------- rendering
 
 
+def _scaled(f: Finding) -> tuple[float, str, int]:
+    return {"pp": (100, " pp", 1), "corr": (1, "", 2)}.get(f.unit, (1, "", 3))
+
+
 def ours_text(f: Finding) -> str:
-    """"mean ± std unit (n=seeds)": percentage points and correlations signed, ratios plain."""
+    """"mean ± std unit (n=seeds)" of one arm, or the difference of two with each arm's; percentage points and
+    correlations signed, ratios plain; a collapse's seeds below Base."""
     n = len(f.finite)
     if n == 0:
         return "--"
-    scale, unit, digits = {"pp": (100, " pp", 1), "corr": (1, "", 2)}.get(f.unit, (1, "", 3))
-    text = f"{f.mean * scale:{'' if f.unit == 'ratio' else '+'}.{digits}f}"
-    if n >= 2:
-        text += f" ± {f.std * scale:.{digits}f}"
-    boot = f"; bootstrap se {f.se_extra * scale:.{digits}f}" if math.isfinite(f.se_extra) else ""
-    return f"{text}{unit} (n={n}{boot})"
+    scale, unit, digits = _scaled(f)
+
+    def arm(v: np.ndarray, signed: bool) -> str:
+        text = f"{v.mean() * scale:{'+' if signed else ''}.{digits}f}"
+        return text + (f" ± {v.std(ddof=1) * scale:.{digits}f}" if len(v) >= 2 else "")
+
+    if f.versus is None:
+        boot = f"; bootstrap se {f.se_extra * scale:.{digits}f}" if math.isfinite(f.se_extra) else ""
+        return f"{arm(f.finite, f.unit != 'ratio')}{unit} (n={n}{boot})"
+    b = _finite(f.versus)
+    if not len(b):
+        return "--"
+    text = (f"{f.mean * scale:+.{digits}f}{unit} ({arm(f.finite, False)} vs {arm(b, False)}; "
+            f"n={n} vs {len(b)})")
+    if f.collapse:
+        k, m, low = stats.collapse_seeds(f.finite, float(b.mean()))
+        text += f"; {k} of {m} seeds below Base (95 % lower bound {low:.0%})"
+    return text
 
 
-def to_frame(found: Iterable[Finding]) -> pd.DataFrame:
-    """One row per finding: the claim, the paper's number, ours per seed and summarized, the verdict."""
+def to_frame(found: Iterable[Finding], alpha: float = ALPHA) -> pd.DataFrame:
+    """One row per finding: the claim, the paper's number, ours per seed and summarized, the p-values and the
+    verdict (Holm across the rows at ``alpha``)."""
+    found = list(found)
+    tests = [f.test() for f in found]
+    verdict = stats.verdicts(tests, alpha)
     return pd.DataFrame([{
-        "key": f.key, "claim": f.claim, "paper": f.paper, "ours": ours_text(f), "verdict": f.verdict,
-        "mean": f.mean, "std": f.std, "se_bootstrap": f.se_extra, "se": f.se, "n_seeds": len(f.finite),
-        "threshold": f.threshold, "side": f.side, "unit": f.unit, "seeds": " ".join(map(str, f.seeds)),
-        "per_seed": " ".join("nan" if not math.isfinite(v) else f"{v:.6g}" for v in f.values),
-    } for f in found], columns=["key", "claim", "paper", "ours", "verdict", "mean", "std", "se_bootstrap", "se",
-                                "n_seeds", "threshold", "side", "unit", "seeds", "per_seed"])
+        "key": f.key, "claim": f.claim, "paper": f.paper, "ours": ours_text(f), "verdict": v,
+        "mean": f.mean, "std": f.std, "se": f.se, "se_bootstrap": f.se_extra, "n_seeds": len(f.finite),
+        "n_seeds_b": len(_finite(f.versus)) if f.versus is not None else math.nan, "type": f.kind,
+        "threshold": f.threshold, "side": f.side, "margin": f.margin, "gap": f.gap, "unit": f.unit,
+        "p_claim": t.p_claim, "p_opposite": t.p_opposite, "p_smaller": t.p_smaller,
+        "seeds": " ".join(map(str, f.seeds)),
+        "per_seed": " ".join("nan" if not math.isfinite(x) else f"{x:.6g}" for x in f.values),
+        "per_seed_b": "" if f.versus is None else " ".join("nan" if not math.isfinite(x) else f"{x:.6g}"
+                                                             for x in f.versus),
+    } for f, t, v in zip(found, tests, verdict)], columns=COLUMNS)
 
 
-def multiplicity(table: pd.DataFrame) -> str:
-    """What the rule means for this many claims: the one-sided p of a 2-se margin at the table's
-    usual number of seeds, and the verdicts expected by chance alone."""
-    n_claims = len(table)
-    n = int(table["n_seeds"].max()) if n_claims else 0
-    if n < 2:
-        return f"{n_claims} claims, fewer than two seeds each: every verdict is inconclusive."
-    p = PS.t_sf(2.0, n - 1)
-    return (f"{n_claims} claims tested. With {n} seeds a margin of 2 standard errors is a one-sided t-test at "
-            f"p = {p:.3f} ({n - 1} degrees of freedom), not corrected for the {n_claims} tests: were every "
-            f"statistic exactly at its threshold, about {n_claims * p:.1f} verdicts would read \"holds\" and as "
-            f"many \"does not hold\" by chance; the claims are not independent (rows of one condition share "
-            f"their probes).")
+COLUMNS = ["key", "claim", "paper", "ours", "verdict", "mean", "std", "se", "se_bootstrap", "n_seeds", "n_seeds_b",
+           "type", "threshold", "side", "margin", "gap", "unit", "p_claim", "p_opposite", "p_smaller", "seeds",
+           "per_seed", "per_seed_b"]
+
+
+def multiplicity(table: pd.DataFrame, alpha: float = ALPHA) -> str:
+    """What the rule means for this table: its family of claims, the Holm levels, the seeds."""
+    m = len(table)
+    if not m:
+        return "no claim tested."
+    n = int(table["n_seeds"].max())
+    return (f"{m} claims, Holm-corrected together at family-wise alpha = {alpha:g}: the claim tests' levels run "
+            f"from {alpha / m:.2g} (the first) to {alpha:g}; the refutations (opposite, smaller than the paper's gap) "
+            f"each at {alpha:g}. With {n} seed(s) an arm, a claim holds only with a difference many times its "
+            f"seeds' spread (docs/evaluation.md).")
 
 
 DEPARTURE_KEYS = ("model", "train_set", "total_steps", "batch_size", "group_size", "lr", "max_response_length",
@@ -416,8 +446,8 @@ def render_decomposition(dec: pd.DataFrame) -> list[str]:
 
 
 def render_markdown(table: pd.DataFrame, setting: Sequence[str], title: str, scenario: str,
-                    departed: Sequence[str] = (), decomposition_lines: Sequence[str] = ()) -> str:
-    lines = [f"# {title}", "", "Verdict rule: " + RULE + ".", "", "Multiplicity: " + multiplicity(table), ""]
+                    departed: Sequence[str] = (), decomposition_lines: Sequence[str] = (), alpha: float = ALPHA) -> str:
+    lines = [f"# {title}", "", "Verdict rule: " + RULE + ".", "", "Multiplicity: " + multiplicity(table, alpha), ""]
     if departed:
         lines += ["Departures from the paper's settings (the compared runs vs the paper's):", "",
                   *[f"- {d}" for d in departed], ""]

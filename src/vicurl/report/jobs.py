@@ -67,10 +67,10 @@ def findings(*, scores: str | Path, paper: str | Path, metrics: Sequence[str | P
              settings: Mapping[str, Any], benchmarks: Sequence[str], titles: Mapping[str, str], scenario: str,
              compared_settings: Mapping[str, Any], paper_settings: Mapping[str, Any],
              markdown: str | Path, tex: str | Path, csv: str | Path) -> pd.DataFrame:
-    """``settings``: the config's `findings` section; ``runs``: (reward, curriculum, seed) of the
-    ``metrics`` files; ``base``: the Base evaluations' graded samples, one file per seed."""
+    """One study's findings against its model. ``settings``: the config's `findings` section; ``runs``:
+    (reward, curriculum, seed) of the ``metrics`` files; ``base``: the Base evaluations' graded samples, one file
+    per seed. The paper's differences are tested too where the compared runs are of the paper's model."""
     from vicurl.data import schema
-    from vicurl.io import atomic_path, write_text
     from vicurl.report import findings as F  # torch, for the probes' bootstrap: only this job pays the import
     from vicurl.report.paper import load_paper_numbers
 
@@ -79,8 +79,10 @@ def findings(*, scores: str | Path, paper: str | Path, metrics: Sequence[str | P
     sc = sc[(sc["model"] == model) & sc["study"].isin([study, "base"])]
     numbers = load_paper_numbers(paper)
     numbers = numbers[numbers["model"] == settings["paper_model"]]
+    departed = F.departures(compared_settings, paper_settings)
+    refute = compared_settings.get("model") == paper_settings.get("model")
     found = F.verifier_free_findings(sc, benchmarks=benchmarks, metric=metric, train_metrics=read_metrics(metrics, runs),
-                                     paper=numbers, paper_table=settings["paper_table"])
+                                     paper=numbers, paper_table=settings["paper_table"], refute=refute)
     probed = [json.loads(Path(path).read_text()) for path in probes]
     found = F.variance_findings(probed, model) + found
     decomposition = F.render_decomposition(F.decomposition(probed, model)) if probed else []
@@ -89,11 +91,35 @@ def findings(*, scores: str | Path, paper: str | Path, metrics: Sequence[str | P
     graded = pd.concat([pd.read_parquet(path).assign(seed=i) for i, path in enumerate(base)], ignore_index=True)
     graded = graded[graded["benchmark"].isin(benchmarks)]  # a Base evaluation also holds the model's other studies' sets
     setting = [*F.setting_lines(F.majority_wrong(graded, answer_types), titles), F.timeout_line(sc)]
-
-    table = F.to_frame(found)
     title = f"What the {scenario} reproduction finds (study {study}, model {model})"
-    departed = F.departures(compared_settings, paper_settings)
-    write_text(markdown, F.render_markdown(table, setting, title, scenario, departed, decomposition))
+    return _write_findings(F.to_frame(found, settings["alpha"]), settings["alpha"], title, scenario, setting,
+                           departed, decomposition, markdown, tex, csv)
+
+
+def claim_findings(*, claims: Sequence[Mapping[str, Any]], scores: Mapping[str, str | Path],
+                   probes: Sequence[str | Path], studies: Mapping[str, Mapping[str, Any]], alpha: float,
+                   source: str, departed: Sequence[str], scenario: str, markdown: str | Path, tex: str | Path,
+                   csv: str | Path) -> pd.DataFrame:
+    """The findings of a claims file or a pre-registration (`vicurl.report.claimed`): ``claims`` its records,
+    ``scores`` each study's scores file, ``departed`` the departures to state (the plan's, the config's hash)."""
+    from vicurl.report import claimed
+    from vicurl.report import findings as F
+
+    tables = {name: pd.read_csv(path) for name, path in scores.items()}
+    probed = [json.loads(Path(path).read_text()) for path in probes]
+    found = claimed.claim_findings(claims, tables, probed, studies)
+    setting = [F.timeout_line(pd.concat(tables.values(), ignore_index=True))] if tables else []
+    title = f"What the {scenario} reproduction finds (the claims of {source})"
+    return _write_findings(F.to_frame(found, alpha), alpha, title, scenario, setting, departed, [], markdown, tex,
+                           csv)
+
+
+def _write_findings(table: pd.DataFrame, alpha: float, title: str, scenario: str, setting: Sequence[str],
+                    departed: Sequence[str], decomposition: Sequence[str], markdown, tex, csv) -> pd.DataFrame:
+    from vicurl.io import atomic_path, write_text
+    from vicurl.report import findings as F
+
+    write_text(markdown, F.render_markdown(table, setting, title, scenario, departed, decomposition, alpha))
     write_text(tex, F.render_latex(table, f"{title}. Verdict rule: {F.RULE}.", scenario))
     with atomic_path(csv) as tmp:
         table.to_csv(tmp, index=False)

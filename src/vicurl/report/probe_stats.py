@@ -18,7 +18,7 @@ docs/mini.md; the formulas: docs/algorithms.md.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -179,14 +179,3 @@ def confidence_vs_reward(records: Sequence[Mapping[str, Any]], step: int = 0) ->
     ``step`` (0: the base model): above 0 when the confident prompts are the solved ones."""
     return _mean(spearman(r["per_prompt"]["confidence"], r["per_prompt"]["reward"])
                  for r in records if int(r["step"]) == step)
-
-
-def t_sf(t: float, df: int) -> float:
-    """P(T > t) for Student's t with ``df`` degrees of freedom (Simpson's rule on the density)."""
-    c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
-    f: Callable[[float], float] = lambda x: c * (1 + x * x / df) ** (-(df + 1) / 2)  # noqa: E731
-    m = 2000
-    h = abs(t) / m
-    area = f(0) + f(abs(t)) + sum((4 if i % 2 else 2) * f(i * h) for i in range(1, m))
-    half = area * h / 3
-    return 0.5 - half if t >= 0 else 0.5 + half
