@@ -209,6 +209,7 @@ class Plan:
     departures: list[str]
     config: dict[str, Any] = field(default_factory=dict)
     cost: float = 0.0  # the cost model's A100 hours of the written config
+    new_cost: float = 0.0  # of its jobs an earlier stage has not run (the whole cost for a first plan)
 
     @property
     def chosen(self) -> list[Candidate]:
@@ -229,7 +230,7 @@ def _needs_probes(c: Claim) -> bool:
 
 
 def choose(cands: Sequence[Claim], P: Prices, budget: float, alpha: float, target: float, min_seeds: int,
-           ) -> tuple[dict[Claim, int], dict[Group, int], dict[str, int]]:
+           have: Mapping[Group, int] | None = None) -> tuple[dict[Claim, int], dict[Group, int], dict[str, Any]]:
     """The claims to confirm, the seeds of every group and the models whose trajectory is probed (with seeds):
     the most claims within ``budget`` (A100 hours), then the least cost, each chosen claim powered at Holm's
     first level for the number chosen (``_solve`` for each count, the largest count that it reaches)."""
@@ -237,7 +238,7 @@ def choose(cands: Sequence[Claim], P: Prices, budget: float, alpha: float, targe
     lo, hi = 0, len(cands)
     while lo < hi:  # the largest m for which m claims fit with each powered at alpha / m
         m = (lo + hi + 1) // 2
-        got = _solve(cands, P, budget, alpha / m, target, min_seeds, m)
+        got = _solve(cands, P, budget, alpha / m, target, min_seeds, m, have or {})
         if len(got[0]) >= m:
             lo, best = m, got
         else:
@@ -245,7 +246,7 @@ def choose(cands: Sequence[Claim], P: Prices, budget: float, alpha: float, targe
     return best
 
 
-def _solve(cands, P: Prices, budget, level, target, min_seeds, at_most):
+def _solve(cands, P: Prices, budget, level, target, min_seeds, at_most, have):
     """One integer program: the claims (at most ``at_most``) each powered at ``level``. Variables: a claim
     chosen (y), an arm trained (z), a group's seeds (N, 0: not trained), an arm's cost (c >= its price x N when
     trained: N's bound times (1 - z) below), a model's probed seeds (Q), a model's offline statistics (s). HiGHS
@@ -272,6 +273,7 @@ def _solve(cands, P: Prices, budget, level, target, min_seeds, at_most):
     cost_vec = np.zeros(size)
     for g in groups:
         upper[index[("N", g.key)]] = M
+        lower[index[("N", g.key)]] = min(have.get(g, 0), M)  # seeds run already stay in the plan
         cost_vec[index[("N", g.key)]] = P.base.get(g.model, 0.0)  # the base evaluations of its seeds
     for a in arms:
         upper[index[("c", a)]] = np.inf
@@ -294,8 +296,8 @@ def _solve(cands, P: Prices, budget, level, target, min_seeds, at_most):
 
     for a in arms:
         g, price = group_of(a), P.arm.get(a, 0.0)
-        # c_a >= price (N_g - M (1 - z_a)): the arm's seeds, when it is trained
-        constraint({("c", a): 1, ("N", g.key): -price, ("z", a): -price * M}, -price * M, np.inf)
+        # c_a >= price (N_g - have_g - M (1 - z_a)): the arm's new seeds, when it is trained
+        constraint({("c", a): 1, ("N", g.key): -price, ("z", a): -price * M}, -price * (M + have.get(g, 0)), np.inf)
         if a in P.source:  # a continued arm beside its source, which has at least its seeds
             src = P.source[a]
             constraint({("z", a): 1, ("z", src): -1}, -np.inf, 0)
@@ -315,7 +317,8 @@ def _solve(cands, P: Prices, budget, level, target, min_seeds, at_most):
             constraint({("Q", c.model): 1, y: -need[c]}, 0, np.inf)
             constraint({("Q", c.model): 1, ("N", group_of(c.a).key): -1}, -np.inf, 0)  # seeds the arm trains
     constraint({("y", c.id): 1 for c in cands}, 0, at_most)
-    constraint({names[i]: cost_vec[i] for i in range(size) if cost_vec[i]}, -np.inf, budget)
+    spent = sum(P.base.get(g.model, 0.0) * min(have.get(g, 0), M) for g in groups)  # the base evaluations run already
+    constraint({names[i]: cost_vec[i] for i in range(size) if cost_vec[i]}, -np.inf, budget + spent)
     objective = 0.5 * cost_vec / (budget + 1.0)  # most claims first (a claim outweighs the whole budget), then least cost
     for c in cands:
         objective[index[("y", c.id)]] = -1.0
@@ -337,8 +340,10 @@ def _solve(cands, P: Prices, budget, level, target, min_seeds, at_most):
 
 def make(budget: float, gpu: str = "a100-40gb", target: float = 0.8, alpha: float = 0.05,
          claim_ids: Sequence[str] | None = None, min_seeds: int = 2, allow: Mapping[str, int] | None = None,
-         catalog: Sequence[Claim] | None = None, name: str = "plan") -> Plan:
-    """The plan for ``budget`` hours of ``gpu`` (the module docstring)."""
+         catalog: Sequence[Claim] | None = None, name: str = "plan", prereg: str = "plan/preregistration.yaml",
+         have: Mapping[Group, int] | None = None) -> Plan:
+    """The plan for ``budget`` hours of ``gpu`` (the module docstring); ``have``: the seeds each group has run
+    already (a second stage), which cost nothing more and which the plan keeps."""
     if gpu not in GPUS:
         raise PlanError(f"--gpu: {gpu!r} is not one of {', '.join(GPUS)}{checks.nearest(gpu, GPUS)}")
     if not (isinstance(budget, (int, float)) and math.isfinite(budget)) or budget <= 0:
@@ -374,9 +379,10 @@ def make(budget: float, gpu: str = "a100-40gb", target: float = 0.8, alpha: floa
                                    f"{target:.0%}, the paper's gap is {_fmt(c.gap, c)}: no budget up to the paper's decides it"))
             continue
         decidable.append(c)
-    chosen, seeds, extra = choose(decidable, P, a100, alpha, target, min_seeds)
+    have = dict(have or {})
+    chosen, seeds, extra = choose(decidable, P, a100, alpha, target, min_seeds, have)
     if not chosen:
-        cheapest = min((_cost_alone(c, _needed(c, alpha, target, min_seeds), P), c.id) for c in decidable) \
+        cheapest = min((_cost_alone(c, _needed(c, alpha, target, min_seeds), P, have), c.id) for c in decidable) \
             if decidable else None
         raise PlanError(f"--budget {budget:g} {gpu} hours ({a100:,.0f} A100 hours) decides no claim"
                         + (f": the cheapest, {cheapest[1]}, needs {cheapest[0] / GPUS[gpu]:,.0f} {gpu} hours alone"
@@ -388,7 +394,7 @@ def make(budget: float, gpu: str = "a100-40gb", target: float = 0.8, alpha: floa
             cands.append(_powered(Candidate(c, "chosen", seeds=n), alpha, m, target))
         else:
             n = _needed(c, alpha / (m + 1), target, min_seeds) or _needed(c, alpha, target, min_seeds)
-            alone = _cost_alone(c, n, P)
+            alone = _cost_alone(c, n, P, have)
             cands.append(_powered(Candidate(c, "unaffordable", seeds=n, alone=alone,
                                             why=f"needs {n} seeds an arm: {alone:,.0f} A100 hours alone"),
                                   alpha, m + 1, target))
@@ -398,13 +404,27 @@ def make(budget: float, gpu: str = "a100-40gb", target: float = 0.8, alpha: floa
     for a in sorted(extra.get("arms", {}), key=str):
         arm_groups.setdefault(group_of(a), []).append(a)
     plan = Plan(budget, gpu, a100, alpha, target, cands, seeds, arm_groups, extra.get("probed", {}), words)
-    plan.config = write_config(plan, raw, name)
+    plan.config = write_config(plan, raw, name, prereg)
     checked = checks.read(copy.deepcopy(plan.config))
-    plan.cost = cost.gpu_hours(cost.jobs(checked))
+    jobs = cost.jobs(checked)
+    plan.cost = cost.gpu_hours(jobs)
+    plan.new_cost = cost.gpu_hours([j for j in jobs if not _ran(j, plan, have)])
     for k in plan.candidates:
         if k.status == "chosen":
-            k.hours = _cost_alone(k.claim, k.seeds, P)
+            k.hours = _cost_alone(k.claim, k.seeds, P, have)
     return plan
+
+
+def _ran(job: cost.Job, plan: Plan, have: Mapping[Group, int]) -> bool:
+    """Whether a job of the written config ran in an earlier stage: a seed below those its group had (the Base
+    evaluations: below the most any group of the model had; a model's offline statistics: any seed)."""
+    names = {v: g for g, v in study_names(list(plan.arms)).items()}
+    if job.study == runs_lib.BASE:
+        return job.seed < max((n for g, n in have.items() if g.model == job.model), default=0)
+    if job.rule == "prompt_stats":
+        return any(n for g, n in have.items() if g.model == job.model)
+    g = names.get(job.study)
+    return g is not None and job.seed is not None and job.seed < have.get(g, 0)
 
 
 def _fmt(x: float, c: Claim) -> str:
@@ -420,12 +440,14 @@ def _powered(k: Candidate, alpha: float, m: int, target: float) -> Candidate:
     return k
 
 
-def _cost_alone(c: Claim, n: int, P: Prices) -> float:
-    """A claim's arms (with the runs they continue, their statistics and probes) for ``n`` seeds."""
+def _cost_alone(c: Claim, n: int, P: Prices, have: Mapping[Group, int] | None = None) -> float:
+    """A claim's arms (with the runs they continue, their statistics and probes) for ``n`` seeds, beyond the
+    seeds ``have`` says each group ran already."""
+    have = have or {}
     arms = {a for a in c.arms if not a.is_base}
     arms |= {P.source[a] for a in arms if a in P.source}
-    hours = sum(n * P.arm.get(a, 0.0) for a in arms)
-    hours += sum(n * P.base.get(g.model, 0.0) for g in {group_of(a) for a in arms})
+    hours = sum(max(0, n - have.get(group_of(a), 0)) * P.arm.get(a, 0.0) for a in arms)
+    hours += sum(max(0, n - have.get(g, 0)) * P.base.get(g.model, 0.0) for g in {group_of(a) for a in arms})
     hours += sum(P.stats_job.get(P.needs_stats[a], 0.0) for a in arms if a in P.needs_stats)
     if _needs_probes(c):
         hours += n * P.probes.get(c.model, 0.0)
@@ -436,15 +458,12 @@ def _cost_alone(c: Claim, n: int, P: Prices) -> float:
 
 
 def study_names(groups: Sequence[Group]) -> dict[Group, str]:
-    """Each group's study in the written config: the paper's name where it keeps one model of that study, else
-    the name and the model."""
-    count: dict[str, int] = {}
-    for g in groups:
-        count[g.study] = count.get(g.study, 0) + 1
-    return {g: g.study if count[g.study] == 1 else f"{g.study}_{safe(g.model)}" for g in groups}
+    """Each group's study in the written config: the paper's study and the model (``main_qwen_math_1p5b``), the
+    same in every plan, so that a second stage's config continues the first's runs."""
+    return {g: f"{g.study}_{safe(g.model)}" for g in groups}
 
 
-def write_config(plan: Plan, raw: Mapping[str, Any], name: str) -> dict[str, Any]:
+def write_config(plan: Plan, raw: Mapping[str, Any], name: str, prereg: str) -> dict[str, Any]:
     """The whole config that runs exactly the plan: the paper's (with the departures), its studies cut to the
     plan's groups, each with the arms and seeds the plan gives it, the probes of the variance claims' runs, the
     default tables of those studies, and the findings reading the plan's pre-registration."""
@@ -476,7 +495,7 @@ def write_config(plan: Plan, raw: Mapping[str, Any], name: str) -> dict[str, Any
         blocks.append({**block, "studies": [names[g]], "models": [model], "rewards": ["oracle"],
                        "curricula": ["vicurl"], "seeds": list(range(n))})
     cfg["probes"] = blocks or {}
-    cfg["findings"] = {"claims": f"{name}/preregistration.yaml"}
+    cfg["findings"] = {"claims": prereg}
     used = {m for s in studies.values() for m in s["models"]}
     cfg["models"] = {m: v for m, v in raw["models"].items() if m in used}
     sets = {s["train_set"] for s in studies.values()} | {b for s in studies.values() for b in s["benchmarks"]}
@@ -496,7 +515,7 @@ def preregistration(plan: Plan, config_text: str) -> dict[str, Any]:
             return None
         if a.is_base:
             return {"study": "base", "model": a.model, "setting": "base"}
-        return {"study": names[group_of(a)], "model": a.model, "setting": a.setting}
+        return {"study": names[group_of(a)], "model": a.model, "setting": a.setting, "paper_study": a.study}
 
     return {
         "rule": RULE, "alpha": plan.alpha, "power": plan.target,

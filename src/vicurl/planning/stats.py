@@ -195,7 +195,7 @@ def _cleared(n: int, ratio: float, alpha: float) -> np.ndarray:
 @functools.lru_cache(maxsize=1024)
 def _t_quantiles(alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """t's 1 - alpha quantile on a fine grid of log degrees of freedom (1 to 10^5): read by interpolation, within
-    1e-5 of scipy's at every Welch degree of freedom a plan meets (tests/unit/test_planning_stats.py)."""
+    1e-5 (relative) of scipy's at every Welch degree of freedom a plan meets (tests/unit/test_planning_stats.py)."""
     grid = np.linspace(0.0, math.log(1e5), 4000)
     return grid, stats.t.ppf(1 - alpha, np.exp(grid))
 
