@@ -370,7 +370,7 @@ def make(budget: float, gpu: str = "a100-40gb", target: float = 0.8, alpha: floa
     decidable = []
     for c in catalog:
         if c.contradicted:
-            cands.append(Candidate(c, "undecidable", f"the paper's own numbers go against it: {c.contradicted}"))
+            cands.append(Candidate(c, "undecidable", c.contradicted))
             continue
         n = _needed(c, alpha, target, min_seeds)
         if n is None:
