@@ -111,7 +111,7 @@ def test_the_findings_read_the_preregistered_claims(tmp_path):
     studies = claimed.study_info(cfg, claimed.studies_of(claims))
     table = report_jobs.claim_findings(claims=claims, scores=paths, probes=probes, studies=studies, alpha=0.05,
                                        source="plan", departed=["d"], scenario=cfg["scenario"],
-                                       markdown=tmp_path / "f.md", tex=tmp_path / "f.tex", csv=tmp_path / "f.csv")
+                                       markdown=tmp_path / "report/findings.md", tex=tmp_path / "f.tex", csv=tmp_path / "f.csv")
     assert list(table["key"]) == [c["id"] for c in claims]
     assert set(table["verdict"]) <= {"holds", "smaller than the paper's gap", "opposite", "inconclusive"}
     assert (table["n_seeds"] >= 2).all() and not table["mean"].map(math.isnan).any()
