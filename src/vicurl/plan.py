@@ -17,7 +17,8 @@ writes into --out:
 
 A second stage (``--from-results results/NAME``, the first stage's results with its findings made:
 snakemake report) takes the spread observed (pooled over the arms of each model), says which claims are
-decided, and plans the seeds the others need beside those run, within --budget (what is left). The planner:
+decided, and plans the seeds its undecided claims need (or those --claims names) beside those run, within
+--budget (what is left). The planner:
 `vicurl.planning.planner`; the claims: config/claims.yaml; how to read a plan: docs/planning.md.
 """
 
@@ -205,8 +206,9 @@ def plan_files(args: argparse.Namespace) -> dict[str, str]:
         decided, have, spreads = observed(args.from_results, catalog)
         catalog = claims_lib.with_spreads(catalog, spreads, "observed: the first stage's seeds, pooled over the "
                                                             "model's arms")
-        rest = [c.id for c in catalog if decided.get(c.id, "inconclusive") == "inconclusive"]
-        ids = [i for i in (ids or rest) if i in rest]
+        # the first stage's undecided claims, or those --claims names that it did not decide
+        ids = [i for i in ids if decided.get(i, "inconclusive") == "inconclusive"] if ids else \
+            [i for i, v in decided.items() if v == "inconclusive"]
         if not ids:
             raise PlanError(f"--from-results: {args.from_results} decided every claim asked for")
     if not math.isfinite(args.budget) or args.budget <= 0:

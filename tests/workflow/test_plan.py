@@ -119,3 +119,22 @@ def test_the_findings_read_the_preregistered_claims(tmp_path):
     for c in claims:
         if c["statistic"].startswith("log_"):  # kept/full 0.6-0.7: well below 1 at every seed
             assert by.loc[c["id"], "verdict"] == "holds"
+
+    # a second stage from these findings: two claims left undecided, planned with the spread observed, the
+    # seeds run kept and not paid again
+    results = tmp_path / "results" / "p" / "report"
+    results.mkdir(parents=True)
+    left = table.copy()
+    left.loc[:1, "verdict"] = "inconclusive"
+    left.to_csv(results / "findings.csv", index=False)
+    second = tmp_path / "p2"
+    assert plan_cli.main(["--budget", "3000", "--from-results", str(results.parent), "--out", str(second)]) == 0
+    plan2 = pd.read_csv(second / "plan.csv")
+    assert set(plan2["claim"]) == set(left["key"][:2])
+    assert plan2["spread_source"].str.startswith("observed").all()
+    first = {n: st["seeds"] for n, st in cfg["studies"].items()}
+    cfg2 = yaml.safe_load((second / "config.yaml").read_text())
+    assert all(set(first[n]) <= set(st["seeds"]) for n, st in cfg2["studies"].items() if n in first)
+    prereg2 = yaml.safe_load((second / "preregistration.yaml").read_text())
+    assert prereg2["first_stage"]["verdicts"][left["key"][2]] == left["verdict"][2]
+    assert "not run yet" in (second / "plan.md").read_text()
