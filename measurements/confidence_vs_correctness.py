@@ -25,11 +25,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from vicurl import devices  # noqa: E402
+from vicurl.config.settings import TrainSettings  # noqa: E402
 from vicurl.data import schema  # noqa: E402
 from vicurl.probes.probe import load_scorer, probe_prompt_ids  # noqa: E402
 from vicurl.report.probe_stats import spearman  # noqa: E402
-from vicurl.settings import TrainSettings  # noqa: E402
+from vicurl.runtime import devices  # noqa: E402
 
 
 def main() -> None:

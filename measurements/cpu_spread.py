@@ -30,7 +30,7 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-from vicurl.provenance import cpu_info  # noqa: E402
+from vicurl.runtime.provenance import cpu_info  # noqa: E402
 
 MODEL = "results/demo/models/tiny/base"
 SCORES = "results/demo/report/scores_across_seeds.csv"

@@ -2,7 +2,7 @@
 
 Runs the demo (``snakemake all --cores N``) in a fresh clone of this repository's HEAD, with every
 job recording at exit how long its process lived and which modules it imported, in order
-(``VICURL_IMPORTS_LOG``, ``vicurl.workflow.setup``). Then prints:
+(``VICURL_IMPORTS_LOG``, ``vicurl.runtime.workflow.setup``). Then prints:
 
 - the total: the wall time of the Snakemake run;
 - per rule: its jobs, their summed process time, and the fixed cost of one job: a fresh
@@ -35,7 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-from vicurl.workflow import IMPORTS_LOG  # noqa: E402
+from vicurl.runtime.workflow import IMPORTS_LOG  # noqa: E402
 
 LOG_DIR = ".imports"  # in the run's working directory
 

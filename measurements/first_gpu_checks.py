@@ -1,4 +1,4 @@
-"""A first GPU session's checks, in order, within a time limit: what only a GPU shows (docs/verl.md).
+"""A first GPU session's checks, in order, within a time limit: what only a GPU shows (docs/rehearsal.md, docs/measurements.md).
 
     python measurements/first_gpu_checks.py OUTDIR [--minutes 30] [--only smoke shape_untied ...]
 
@@ -22,12 +22,12 @@ first line and each log's name the card and the versions that gave the figures.
                  kept gathered from the update's forward to its backward (verl's fsdp_config overrides)
   shape_tied_profile  shape_tied with its step traced by torch's profiler (verl's own), then where the time of
                  the old-policy pass, the reference and the update went: the GPU's busy share, its kernels, the
-                 host's waits (measurements/trace_summary.py)
+                 host's waits (vicurl.runtime.trace_summary)
   probe          measurements/probe_memory.py (the 1.5B shape)
   logprob        measurements/logprob_route.py
   qwen2_stall    measurements/qwen2_eval.py --parallel-op-first --fork --debug: the stalled evaluation's parent
                  recreated (multi-threaded torch work on the CPU, then vLLM forking its engine core, as before
-                 vicurl.vllm_env asked for spawn): the engine start should stall, and every process print its
+                 vicurl.runtime.vllm_env asked for spawn): the engine start should stall, and every process print its
                  stacks after 45 s (the engine core's in the input batch's allocation, under popen_fork)
   qwen2_eval     measurements/qwen2_eval.py --parallel-op-first --problems 16: the same parent with the fix (vLLM
                  spawns): an evaluation's generation with a Qwen2-family model at the 1.5B shape (vLLM's V1
@@ -37,7 +37,7 @@ first line and each log's name the card and the versions that gave the figures.
 (measurements/gpu_memory.py is an estimate computed on the CPU: not a check here.) On an H200 a verl job takes
 about 3 minutes to its first rollout: the smoke check needs about 15 minutes with its interruption (smoke_whole about 11), a
 paper-shape one 6.5 minutes for one step (384 s: the untied 1.5B shape, --prompts 8 --steps 1), the probe
-100 s (docs/verl.md, "What has run on a GPU").
+100 s (docs/measurements.md, "What has run on a GPU").
 """
 
 from __future__ import annotations

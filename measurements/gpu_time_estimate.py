@@ -2,7 +2,7 @@
 and in total, for a config; and each job extrapolated to this CPU, measured here: why these rules need a GPU.
 
 The CPU figures are measured on a Qwen2 configuration at reduced size with random weights, through the
-project's own code (``vicurl.sampling.sample``'s generate call and the local engine's
+project's own code (``vicurl.models.sampling.sample``'s generate call and the local engine's
 ``sequence_logprobs`` + backward), and on grading synthetic responses. Every throughput the estimate assumes
 is an option (``--vllm-tps-1p5b 12000``, ...; `vicurl.planning.cost.Assumptions`).
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from vicurl import checks
+from vicurl.config import checks
 from vicurl.planning import cost
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ def measure_cpu(threads: int, seed: int = 0) -> Cpu:
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     from vicurl.engines.rollout import sequence_logprobs
-    from vicurl.sampling import Rollouts, response_mask_from_ids
+    from vicurl.models.sampling import Rollouts, response_mask_from_ids
 
     torch.set_num_threads(threads)
     arch = cost.arch_of(*REDUCED)
@@ -58,7 +58,7 @@ def measure_cpu(threads: int, seed: int = 0) -> Cpu:
     out.lines.append(f"CPU: {threads} threads, Qwen2 at reduced size (random weights): {arch.n_total / 1e6:.1f}M "
                      f"parameters ({arch.n_flop / 1e6:.1f}M per token), fp32")
 
-    # sampling: the generate call of vicurl.sampling.sample (top_k off, temperature 1), 16 x 64 new tokens
+    # sampling: the generate call of vicurl.models.sampling.sample (top_k off, temperature 1), 16 x 64 new tokens
     batch, prompt, new = 16, 64, 64
     ids = torch.randint(3, REDUCED[1]["vocab_size"], (batch, prompt), generator=torch.Generator().manual_seed(seed))
     gen_cfg = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=new,

@@ -18,7 +18,7 @@ vicurl.planning.cost's throughput assumptions and gpu_memory.py's factors come f
 card; converting to an A100 is an assumption). One GPU holds the 1.5B and 3B shapes on an 80 GB card;
 the 7B shape, and any shape on a 40 GB A100, needs the paper's 8 GPUs (--gpus 8: its weights and AdamW
 moments are sharded over them; docs/paper.md, "GPU memory (estimated)"). On an H200 a run takes about 3 minutes to
-its first rollout (docs/verl.md, "What has run on a GPU").
+its first rollout (docs/measurements.md, "What has run on a GPU").
 
     python measurements/paper_shape_steps.py --out /tmp/shape                       # a GPU: 16 prompts, 3 steps
     python measurements/paper_shape_steps.py --out /tmp/shape --prompts 64 --steps 2
@@ -46,11 +46,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from vicurl import runs  # noqa: E402
-from vicurl.checks import read_file as load_config  # noqa: E402
+from vicurl.config import runs  # noqa: E402
+from vicurl.config.checks import read_file as load_config  # noqa: E402
+from vicurl.config.settings import VerlSettings  # noqa: E402
 from vicurl.planning.cost import ARCHS, model_classes  # noqa: E402
 from vicurl.rehearsal.stand_ins import CHATML  # noqa: E402
-from vicurl.settings import VerlSettings  # noqa: E402
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # Qwen2.5's, last in its vocabulary as there
 
@@ -188,14 +188,14 @@ def main(argv=None) -> None:
     ap.add_argument("--layers", type=int, help="fewer layers than the published model (a check of the script)")
     ap.add_argument("--vocab", type=int, help="a smaller vocabulary (a check of the script)")
     ap.add_argument("--cpu", action="store_true",
-                    help="vLLM's CPU build and config/gpu_smoke_cpu.yaml's verl settings (vicurl.cpu_rehearsal)")
+                    help="vLLM's CPU build and config/gpu_smoke_cpu.yaml's verl settings (vicurl.rehearsal.cpu)")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds before the run is ended")
     ap.add_argument("--verl-override", action="append", default=[], metavar="KEY=VALUE",
                     help="a Hydra override of verl's config after the project's (verl.overrides), e.g. a setting "
                          "tried for speed; repeatable")
     ap.add_argument("--profile-step", type=int, metavar="N",
                     help="trace step N's actor passes with torch's profiler (verl's own, a file a stage under "
-                         "<out>/run/profile) and print where their time went (trace_summary.py)")
+                         "<out>/run/profile) and print where their time went (vicurl.runtime.trace_summary)")
     a = ap.parse_args(argv)
 
     cfg = load_config(a.config)
@@ -207,7 +207,7 @@ def main(argv=None) -> None:
                                                                                   "nnodes": 1, "models": {}}
     env = dict(os.environ)
     if a.cpu:
-        from vicurl.cpu_rehearsal import environment
+        from vicurl.rehearsal.cpu import environment
 
         env.update(environment())
         cpu = yaml.safe_load((REPO / "config" / "gpu_smoke_cpu.yaml").read_text())["verl"]
@@ -262,7 +262,7 @@ def main(argv=None) -> None:
     if gpu.peak:
         print(f"peak GPU memory in use (all processes): {gpu.peak / 2**30:.1f} GiB")
     if a.profile_step:
-        from trace_summary import load, report, summarize
+        from vicurl.runtime.trace_summary import load, report, summarize
 
         files = sorted(traces.rglob("*.json*"))
         if not files:

@@ -14,9 +14,9 @@ import argparse
 
 import torch
 
+from vicurl.config.settings import TrainSettings
 from vicurl.data import schema
 from vicurl.probes.probe import ProbeConfig, run_probe
-from vicurl.settings import TrainSettings
 
 KEYS = ("sigma2_full", "sigma2_kept", "vprob_full", "vprob_kept")
 

@@ -26,10 +26,10 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from vicurl.config.settings import TrainSettings  # noqa: E402
+from vicurl.models.sampling import Rollouts  # noqa: E402
 from vicurl.planning.cost import ARCHS, model_classes  # noqa: E402
 from vicurl.probes.probe import ProbeConfig, estimate, rollout_gradient, trainable_shapes  # noqa: E402
-from vicurl.sampling import Rollouts  # noqa: E402
-from vicurl.settings import TrainSettings  # noqa: E402
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ A randomly initialised model of DeepSeek-R1-Distill-Qwen-1.5B's architecture (Qw
 download; paper_shape_steps.write_model) samples config/paper.yaml's evaluation (n, temperature, top_p,
 max_new_tokens, eval.vllm) for made-up problems through the evaluation's own vLLM code
 (``vicurl.evaluation.vllm_generate``) with the default ``reproducible: false``: unseeded requests, so vLLM
-takes its batched top-p sampler (FlashInfer's off, `vicurl.vllm_env`), the path every paper evaluation takes;
+takes its batched top-p sampler (FlashInfer's off, `vicurl.runtime.vllm_env`), the path every paper evaluation takes;
 vLLM 0.24 serves ``Qwen2ForCausalLM`` with its V1 model runner (the smoke rehearsal's Llama takes the V2 one).
 A random model seldom ends a response (EOS has probability 1 / vocabulary a token): nearly every sample is
 max_new_tokens long, an evaluation's worst case.
@@ -12,10 +12,10 @@ max_new_tokens long, an evaluation's worst case.
 Printed: the engine's start, the generation's time and tokens a second, and checks of the records (one per
 problem and sample, the evaluation's columns, a sample marked truncated exactly where it reached max_new_tokens).
 
-The engine start that stalled on an H200 (docs/verl.md, "How vLLM starts its processes"), recreated:
+The engine start that stalled on an H200 (docs/gpu.md, "How vLLM starts its processes"), recreated:
 ``--parallel-op-first`` runs a multi-threaded torch op on the CPU before vLLM starts (the stalled process had
 converted the model to bf16 on the CPU) and prints torch's OpenMP library and threads; ``--fork`` has vLLM fork
-its processes, as before `vicurl.vllm_env` asked for spawn. With both the engine core should stall (its stacks,
+its processes, as before `vicurl.runtime.vllm_env` asked for spawn. With both the engine core should stall (its stacks,
 dumped after ``--dump-after`` seconds, in the input batch's allocation, their bottom frames in popen_fork);
 with the first alone it starts. ``--debug``: vLLM's DEBUG log.
 
@@ -53,7 +53,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from paper_shape_steps import write_model  # noqa: E402
 
-from vicurl.checks import read_file as load_config  # noqa: E402
+from vicurl.config.checks import read_file as load_config  # noqa: E402
 
 
 def problems(n: int):
@@ -123,7 +123,7 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     stack_dumps(a.out / "stack_dumps")  # before any process starts
     if a.cpu:
-        from vicurl.cpu_rehearsal import environment
+        from vicurl.rehearsal.cpu import environment
 
         os.environ.update(environment())
     if a.fork:
@@ -131,9 +131,9 @@ def main(argv=None) -> None:
     if a.debug:
         os.environ["VLLM_LOGGING_LEVEL"] = "DEBUG"
 
+    from vicurl.config.settings import SamplingSettings
     from vicurl.evaluation.records import RECORD_COLUMNS
     from vicurl.evaluation.vllm_generate import generate_sets_vllm, requests, start_engine
-    from vicurl.settings import SamplingSettings
 
     ev = load_config(a.config)["eval"]
     sampling = SamplingSettings(n=a.samples or ev["n_samples"], temperature=ev["temperature"], top_p=ev["top_p"],
@@ -165,7 +165,7 @@ def main(argv=None) -> None:
         float((x @ x).sum())  # torch's OpenMP threads now exist in this process
         print(f"a parallel op ran first: {torch.get_num_threads()} threads\n{torch.__config__.parallel_info()}",
               flush=True)
-    print(f"vLLM starts its processes by {os.environ.get('VLLM_WORKER_MULTIPROC_METHOD', 'spawn (vicurl.vllm_env)')}",
+    print(f"vLLM starts its processes by {os.environ.get('VLLM_WORKER_MULTIPROC_METHOD', 'spawn (vicurl.runtime.vllm_env)')}",
           flush=True)
     t0 = time.time()
     with stacks_after(a.dump_after):

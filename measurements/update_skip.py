@@ -20,9 +20,9 @@ import time
 
 import torch
 
+from vicurl.config.settings import TrainSettings
 from vicurl.data import schema
 from vicurl.engines.local import LocalTrainer
-from vicurl.settings import TrainSettings
 
 
 def time_update(trainer: LocalTrainer, part, weights: torch.Tensor, skip: bool, repeats: int) -> list[float]:

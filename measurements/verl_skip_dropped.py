@@ -1,6 +1,6 @@
 """What dropping the curriculum's dropped prompts from verl's batch saves, on verl's own loop on this CPU.
 
-Two verl runs of VI-CuRL (the project's launcher, Ray, FSDP2, vLLM's CPU build; `vicurl.cpu_rehearsal`)
+Two verl runs of VI-CuRL (the project's launcher, Ray, FSDP2, vLLM's CPU build; `vicurl.rehearsal.cpu`)
 with a constant retention share: beta = 0.2 and beta = 1. With ``train.skip_dropped`` (the default)
 the dropped prompts' rows leave the batch after the old-policy pass, so the reference pass and the
 update process a fifth of the rows at beta 0.2. Prints the mean time of verl's reference pass and
@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run(out: Path, beta: float, a) -> dict[str, float]:
-    from vicurl import cpu_rehearsal
     from vicurl.data import schema, synthetic
+    from vicurl.rehearsal import cpu as cpu_rehearsal
     from vicurl.rehearsal import stand_ins
 
     if not (out.parent / "stand_ins").exists():

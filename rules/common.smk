@@ -4,13 +4,13 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))  # this checkout's package, installed or not
-import vicurl.checks as checks_lib
+import vicurl.config.checks as checks_lib
 import vicurl.data.sources as sources_lib
 import vicurl.models.fetch as fetch_lib
 import vicurl.report.claimed as claimed_lib
 import vicurl.report.tableconfig as tables_lib
-import vicurl.runs as runs_lib
-import vicurl.targets as targets_lib
+import vicurl.config.runs as runs_lib
+import vicurl.config.targets as targets_lib
 from snakemake.logging import logger
 
 
@@ -35,7 +35,7 @@ except ValueError as e:
     config_error(e)
 
 R = runs_lib.results_dir(config)
-# a report target (tables, table_<name>, figures, report) plans report jobs alone (vicurl.targets; Snakefile)
+# a report target (tables, table_<name>, figures, report) plans report jobs alone (vicurl.config.targets; Snakefile)
 TARGETS = targets_lib.requested()
 REPORT_ONLY = targets_lib.report_only(TARGETS, f"{R}/report")
 RUNS = runs_lib.runs(config)
@@ -73,7 +73,7 @@ def manifest_path(name):
 
 def on_bad_row(names):
     """Each dataset's `on_bad_row`; it also says what becomes of a problem whose prompt is too long
-    for the model generating from it: dropped and counted, or the job refused (vicurl.long_prompts)."""
+    for the model generating from it: dropped and counted, or the job refused (vicurl.data.long_prompts)."""
     return {n: config["datasets"][n].get("on_bad_row", "fail") for n in names}
 
 
@@ -119,7 +119,7 @@ def base_model_input(model):
 
 VERL_ENGINE = config["engine"] == "verl"
 VLLM_EVAL = config["eval"]["engine"] == "vllm"
-# where prompt_stats, probe and transformers generation run (vicurl.devices.resolve, in the job:
+# where prompt_stats, probe and transformers generation run (vicurl.runtime.devices.resolve, in the job:
 # auto = CUDA when the job has a GPU, else the CPU; config key `device`)
 DEVICE = config["device"]
 
@@ -157,7 +157,7 @@ def work_dir(run_path):
 
 
 def source_run_input(w):
-    """A continued run's source run, trained: its metrics (vicurl.runs.source_run)."""
+    """A continued run's source run, trained: its metrics (vicurl.config.runs.source_run)."""
     src = runs_lib.source_run(config, run_of(w))
     return [] if src is None else [f"{R}/runs/{src.path}/metrics.jsonl"]
 
@@ -347,7 +347,7 @@ def settings_file(rule_name):
     """The input function of a report rule's settings file, ``<rule>/<wildcard>=<value>/....json``: rewritten
     where its settings changed. A dry run leaves the results as they are: a changed file goes to a temp folder
     instead, new, so that the dry run shows the job."""
-    from vicurl.io import write_text
+    from vicurl.runtime.io import write_text
 
     def path(w):
         text = settings_text(rule_name, w)
@@ -501,7 +501,7 @@ def paper_config():
 def findings_settings(cfg, study, model, setting="oracle-vicurl"):
     """The settings of a run of ``study``, ``model`` and ``setting`` (default oracle VI-CuRL) in ``cfg`` that the
     findings' departures compare, with the model's label and the training set."""
-    from vicurl.settings import TrainSettings
+    from vicurl.config.settings import TrainSettings
 
     reward, curriculum = runs_lib.split_setting(setting)
     settings = TrainSettings.from_dict(runs_lib.train_settings(cfg, runs_lib.Run(study, model, reward, curriculum, 0)))

@@ -6,7 +6,7 @@
 # from the config's `verl` section, common.smk's train_resources); engine: local keeps the CPU env
 # and no resources.
 # A run of a study that `continues` another (the mechanism study) waits for its source run and
-# starts from the source's final state in the source's `_work/` (vicurl.runs, "continues").
+# starts from the source's final state in the source's `_work/` (vicurl.config.runs, "continues").
 
 
 rule train:

@@ -41,13 +41,13 @@ def _one_thread():
 @pytest.fixture(autouse=True, scope="session")
 def _temp_folder_of_the_session(tmp_path_factory):
     """The tests' temp folder ($TMPDIR of every process they start): a job's private one
-    (`vicurl.vllm_env.private_temp`), removed at the end with what the libraries leave there when a test starts
+    (`vicurl.runtime.vllm_env.private_temp`), removed at the end with what the libraries leave there when a test starts
     them outside a job's own temp folder (verl's checkpoint locks, the sessions of an in-process ``ray.init``, a
     killed engine's files). pytest's folders (tmp_path) stay where pytest keeps them, for a failed test's files,
     and torch's compile cache where torch keeps it."""
     import tempfile
 
-    from vicurl import vllm_env
+    from vicurl.runtime import vllm_env
 
     tmp_path_factory.getbasetemp()
     with vllm_env.private_temp() as temp, pytest.MonkeyPatch.context() as mp:
@@ -59,13 +59,13 @@ def _temp_folder_of_the_session(tmp_path_factory):
 
 def _as_found():
     """The process's environment, temp folder and stop handlers restored afterwards: the project's code sets
-    them in the process that runs it (`vicurl.vllm_env.prepare`, the trackers), and no test may leave them to
+    them in the process that runs it (`vicurl.runtime.vllm_env.prepare`, the trackers), and no test may leave them to
     the next. What a `prepare` made meanwhile (its private temp folder, its shared-memory watcher) is removed."""
     import os
     import signal
     import tempfile
 
-    from vicurl import vllm_env
+    from vicurl.runtime import vllm_env
 
     env, tempdir = dict(os.environ), tempfile.tempdir
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}

@@ -61,7 +61,7 @@ def bounded(cmd: list[str], *, timeout: float, **popen) -> subprocess.CompletedP
     every process it started ends, not only ``cmd``'s own (a train job and its Ray cluster outlived a
     killed Snakemake): SIGTERM to the session and the process tree, SIGKILL after 30 s; then
     `subprocess.TimeoutExpired`."""
-    from vicurl.engines.verl.supervise import end_session
+    from vicurl.runtime.supervise import end_session
 
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             **popen)
@@ -89,8 +89,8 @@ def alive(pids) -> list[int]:
 
 
 def shared_memory_left(inodes) -> list[str]:
-    """The files of /dev/shm among ``inodes`` (`vicurl.processes.shared_memory_of`: what processes mapped)."""
-    from vicurl.processes import shared_memory_files
+    """The files of /dev/shm among ``inodes`` (`vicurl.runtime.processes.shared_memory_of`: what processes mapped)."""
+    from vicurl.runtime.processes import shared_memory_files
 
     return sorted(shared_memory_files(inodes))
 
@@ -247,7 +247,7 @@ def long_folder(root: Path, length: int) -> str:
 
 
 def tensorboard_scalars(folder: Path) -> dict[str, list[float]]:
-    """tag -> the values of every step, as TensorBoard reads a run's event files (`vicurl.tracking`)."""
+    """tag -> the values of every step, as TensorBoard reads a run's event files (`vicurl.runtime.tracking`)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(str(folder))

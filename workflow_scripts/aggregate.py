@@ -1,9 +1,9 @@
 """Rule aggregate: all per-seed scores in one table, and mean / std across seeds."""
 import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
-from vicurl.io import atomic_path
 from vicurl.report.aggregate import across_seeds, collect, read_scores
-from vicurl.workflow import setup
+from vicurl.runtime.io import atomic_path
+from vicurl.runtime.workflow import setup
 
 log = setup(snakemake)
 per_seed = collect(read_scores(snakemake.input.scores, keep=snakemake.params.keep))

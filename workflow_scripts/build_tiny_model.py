@@ -5,7 +5,7 @@ import json
 
 from vicurl.data import schema
 from vicurl.models import tiny
-from vicurl.workflow import setup
+from vicurl.runtime.workflow import setup
 
 log = setup(snakemake)
 build = dict(snakemake.params.build)

@@ -2,9 +2,9 @@
 read from the runs' ``scores.json``, in one CSV."""
 import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
-from vicurl.io import atomic_path
 from vicurl.report.aggregate import collect, read_scores
-from vicurl.workflow import setup
+from vicurl.runtime.io import atomic_path
+from vicurl.runtime.workflow import setup
 
 log = setup(snakemake)
 per_seed = collect(read_scores(snakemake.input.scores, keep=snakemake.params.keep))

@@ -2,7 +2,7 @@
 import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
 from vicurl.models.fetch import fetch
-from vicurl.workflow import setup
+from vicurl.runtime.workflow import setup
 
 log = setup(snakemake)
 # the kept commits' file from the config, not a parameter: its path is no reason to fetch again

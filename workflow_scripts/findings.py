@@ -2,7 +2,7 @@
 import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
 from vicurl.report import jobs
-from vicurl.workflow import setup
+from vicurl.runtime.workflow import setup
 
 setup(snakemake)
 p, inp, out = snakemake.params, snakemake.input, snakemake.output

@@ -5,7 +5,7 @@ file again (as `__mp_main__`, without Snakemake's `snakemake` object)."""
 import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
 from vicurl.evaluation import jobs
-from vicurl.workflow import setup
+from vicurl.runtime.workflow import setup
 
 
 def main(snakemake):

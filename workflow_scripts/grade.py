@@ -1,9 +1,9 @@
 """Rule grade: `vicurl.evaluation.jobs.grade` (never regenerates)."""
 import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
+from vicurl.config.runs import Run
 from vicurl.evaluation import jobs
-from vicurl.runs import Run
-from vicurl.workflow import setup
+from vicurl.runtime.workflow import setup
 
 setup(snakemake)
 p = snakemake.params

@@ -2,7 +2,7 @@
 import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
 from vicurl.data.prepare import prepare_dataset, summary
-from vicurl.workflow import setup
+from vicurl.runtime.workflow import setup
 
 log = setup(snakemake)
 name = snakemake.wildcards.dataset

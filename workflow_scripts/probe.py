@@ -1,15 +1,15 @@
 """Rule probe: action and problem variances of one run at one checkpoint (kept vs full batch)."""
 import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
+from vicurl.config.runs import Run
 from vicurl.data import schema
-from vicurl.io import write_json
-from vicurl.runs import Run
-from vicurl.workflow import setup
+from vicurl.runtime.io import write_json
+from vicurl.runtime.workflow import setup
 
 log = setup(snakemake)
 
+from vicurl.config.settings import TrainSettings  # noqa: E402
 from vicurl.probes.probe import ProbeConfig, run_probe  # noqa: E402  (after logging is set up)
-from vicurl.settings import TrainSettings  # noqa: E402
 
 w, p = snakemake.wildcards, dict(snakemake.params.probe)
 probe = ProbeConfig(**{k: p[k] for k in ("n_prompts", "rollouts", "method", "sketch_dim", "seed")})

@@ -5,8 +5,8 @@ import json
 
 import pandas as pd
 
-from vicurl.io import atomic_path
-from vicurl.workflow import setup
+from vicurl.runtime.io import atomic_path
+from vicurl.runtime.workflow import setup
 
 log = setup(snakemake)
 keys = ["study", "model", "reward", "curriculum", "seed", "step"]

@@ -5,8 +5,8 @@ import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
 from vicurl.curriculum.prompt_stats import offline_statistics
 from vicurl.data import schema
-from vicurl.io import atomic_path
-from vicurl.workflow import setup
+from vicurl.runtime.io import atomic_path
+from vicurl.runtime.workflow import setup
 
 
 def main(snakemake):

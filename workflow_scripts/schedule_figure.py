@@ -4,7 +4,7 @@ import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 import pandas as pd
 
 from vicurl.report.schedule import schedule_figure
-from vicurl.workflow import setup
+from vicurl.runtime.workflow import setup
 
 log = setup(snakemake)
 frames = [pd.read_json(path, lines=True).assign(seed=seed) for path, seed in zip(snakemake.input.metrics, snakemake.params.seeds)]

@@ -4,7 +4,7 @@ import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 from pathlib import Path
 
 from vicurl.data import schema, synthetic
-from vicurl.workflow import setup
+from vicurl.runtime.workflow import setup
 
 log = setup(snakemake)
 splits = synthetic.make_splits(dict(snakemake.params.splits), seed=int(snakemake.params.seed))

@@ -3,12 +3,12 @@ import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
 import pandas as pd
 
-from vicurl.io import atomic_path, write_text
 from vicurl.report.cells import table_cells
 from vicurl.report.latex import render
 from vicurl.report.layouts import table_spec
 from vicurl.report.notes import table_notes
-from vicurl.workflow import setup
+from vicurl.runtime.io import atomic_path, write_text
+from vicurl.runtime.workflow import setup
 
 log = setup(snakemake)
 t = snakemake.params.table

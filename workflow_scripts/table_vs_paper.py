@@ -3,13 +3,13 @@ import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 
 import pandas as pd
 
-from vicurl.io import atomic_path, write_text
 from vicurl.report.cells import table_cells
 from vicurl.report.compare import compare_cells, render_comparison
 from vicurl.report.layouts import table_spec
 from vicurl.report.notes import table_notes
 from vicurl.report.paper import load_paper_numbers, paper_cells
-from vicurl.workflow import setup
+from vicurl.runtime.io import atomic_path, write_text
+from vicurl.runtime.workflow import setup
 
 log = setup(snakemake)
 t = snakemake.params.table

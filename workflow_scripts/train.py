@@ -4,9 +4,10 @@ import _checkout  # noqa: F401 (this repository's src/ first on sys.path)
 import dataclasses
 from pathlib import Path
 
-from vicurl import runs, tracking
+from vicurl.config import runs
 from vicurl.engines import job, workdir
-from vicurl.workflow import setup
+from vicurl.runtime import tracking
+from vicurl.runtime.workflow import setup
 
 p, w, out = snakemake.params, snakemake.wildcards, snakemake.output
 # resume an interrupted job; after a finished one (a forced retrain) or changed settings, start afresh

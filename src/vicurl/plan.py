@@ -33,10 +33,10 @@ from typing import Sequence
 import pandas as pd
 import yaml
 
-from vicurl.errors import ConfigError
 from vicurl.planning import claims as claims_lib
 from vicurl.planning import planner
 from vicurl.planning.planner import GPUS, Group, PlanError
+from vicurl.runtime.errors import ConfigError
 
 FILES = ("plan.md", "plan.csv", "config.yaml", "preregistration.yaml")
 

@@ -58,15 +58,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-from vicurl import runs as runs_lib
+from vicurl.config import runs as runs_lib
 from vicurl.engines import workdir as workdir_lib
-from vicurl.errors import ConfigError
-from vicurl.workflow import NEW_JOB  # the line between two jobs' lines in a run's log
+from vicurl.runtime.errors import ConfigError
+from vicurl.runtime.workflow import NEW_JOB  # the line between two jobs' lines in a run's log
 
 REPO = Path(__file__).resolve().parents[2]
-STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ", re.M)  # a log line's time (vicurl.workflow.setup)
-STOPPED = re.compile(r"SIG[A-Z]+: ended verl's loop")  # vicurl.engines.verl.supervise, stopped by a signal
-SLURM_JOB = re.compile(r" vicurl INFO SLURM job (\d+)$", re.M)  # vicurl.workflow.setup, in a job SLURM runs
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ", re.M)  # a log line's time (vicurl.runtime.workflow.setup)
+STOPPED = re.compile(r"SIG[A-Z]+: ended verl's loop")  # vicurl.runtime.supervise, stopped by a signal
+SLURM_JOB = re.compile(r" vicurl INFO SLURM job (\d+)$", re.M)  # vicurl.runtime.workflow.setup, in a job SLURM runs
 SLURM_FAILED = {"FAILED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE"}
 SLURM_WAITING = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED", "RESV_DEL_HOLD"}  # to run (again)
 
@@ -99,7 +99,7 @@ def load_config(configfiles: list[Path], overrides: list[str] = ()) -> dict[str,
     from snakemake.cli import parse_config
     from snakemake.utils import update_config
 
-    from vicurl import checks
+    from vicurl.config import checks
 
     config: dict[str, Any] = {}
     for path in configfiles or [REPO / "config" / "demo.yaml"]:
@@ -185,7 +185,7 @@ def array_tasks(name: str) -> list[str]:
 
 @dataclass
 class LogJob:
-    """One job of a run, as its train log tells it (`vicurl.workflow.setup` separates the jobs' lines)."""
+    """One job of a run, as its train log tells it (`vicurl.runtime.workflow.setup` separates the jobs' lines)."""
     seconds: float  # from its first to its last time-stamped line
     slurm_job: str  # the SLURM job it ran as ("" where SLURM did not run it)
     end: str  # "stopped" (a signal ended verl's loop: SLURM, a user), "failed" (an error), or "" (no end

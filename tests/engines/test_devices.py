@@ -5,11 +5,11 @@ import pandas as pd
 import pytest
 import torch
 
-from vicurl import devices
+from vicurl.config.settings import SamplingSettings, TrainSettings
 from vicurl.engines.local import LocalTrainer
 from vicurl.evaluation.generate import generate_records, load_model
 from vicurl.probes.probe import micro_batch_size
-from vicurl.settings import SamplingSettings, TrainSettings
+from vicurl.runtime import devices
 
 
 def test_auto_is_cuda_when_present_else_cpu(monkeypatch):

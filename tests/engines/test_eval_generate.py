@@ -1,10 +1,10 @@
 import pandas as pd
 import pytest
 
+from vicurl.config.settings import SamplingSettings
 from vicurl.data.schema import make_row, to_frame
 from vicurl.evaluation.generate import RECORD_COLUMNS, generate_records, generate_sets, read_records, write_records
 from vicurl.evaluation.records import combine
-from vicurl.settings import SamplingSettings
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def with_long(df, ids, size=400):
 def test_the_models_context_less_the_response_budget_is_the_limit():
     from transformers import GPT2Config, LlamaConfig
 
-    from vicurl.long_prompts import generation_limit, model_context
+    from vicurl.data.long_prompts import generation_limit, model_context
 
     assert model_context(LlamaConfig(max_position_embeddings=256)) == 256  # the tiny demo model's
     assert model_context(GPT2Config(n_positions=1024)) == 1024
@@ -121,7 +121,7 @@ def test_a_prompt_the_context_cannot_hold_is_refused_naming_set_and_row(tiny_mod
 def test_long_problems_are_dropped_and_counted_or_refused_per_on_bad_row(tiny_model_dir):
     """A 1 MB question is dropped (``on_bad_row: drop``) before any generator sees it; the others are
     sampled exactly as in a set without it. A set without long prompts is left as it is."""
-    from vicurl.long_prompts import fit_sets
+    from vicurl.data.long_prompts import fit_sets
 
     kw = dict(sampling=SamplingSettings(n=2, temperature=1.0, top_p=1.0, max_new_tokens=6, seed=1), batch_size=4)
     huge = with_long(problems(), ["q1"], size=1_000_000)

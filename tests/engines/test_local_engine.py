@@ -7,10 +7,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from vicurl import methods
-from vicurl import rewards as reward_sources
+from vicurl.algos import rewards as reward_sources
+from vicurl.config import methods
+from vicurl.config.settings import TrainSettings
 from vicurl.engines.local import LocalTrainer
-from vicurl.settings import TrainSettings
 
 
 def problems(n=24):
@@ -228,7 +228,7 @@ def test_a_huge_training_question_is_dropped_and_counted(char_model_dir, tmp_pat
 
 def test_a_set_without_long_prompts_is_trained_as_given(char_model_dir, tmp_path):
     tr = LocalTrainer(config(), char_model_dir, problems(), tmp_path / "w")
-    from vicurl.prompts import build_prompts
+    from vicurl.data.prompts import build_prompts
 
     pd.testing.assert_frame_equal(tr.train_df, problems())
     assert tr.prompts == build_prompts(problems(), "question_first", tr.tokenizer, "auto")

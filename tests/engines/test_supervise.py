@@ -1,4 +1,4 @@
-"""The train job's guard over verl's loop (`vicurl.engines.verl.supervise`) on real processes shaped like
+"""The train job's guard over verl's loop (`vicurl.runtime.supervise`) on real processes shaped like
 a verl run's: a loop process whose helpers sit in process groups of their own and ignore SIGTERM (as
 Ray's workers do), and a process titled as vLLM's engine core. verl's own loop under the guard, a
 broken rollout engine and an interrupted run, are in tests/gpu_path/test_verl_fit.py."""
@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from vicurl.engines.verl import supervise
+from vicurl.runtime import supervise
 
 # The loop: a helper in a process group of its own that ignores SIGTERM, optionally an "engine"
 # (a process titled VLLM::EngineCore whose parent, the "actor", logs to a Ray-like session folder),
@@ -184,7 +184,7 @@ def test_a_lost_engine_ends_the_run_naming_the_engines_log(tmp_path):
 # The job: `supervise.run` on LOOP in a process of its own (a train job under Snakemake)
 JOB = textwrap.dedent("""
     import sys
-    from vicurl.engines.verl import supervise
+    from vicurl.runtime import supervise
     supervise.run(sys.argv[1:], progress="no-progress-file", step_timeout=600, poll=0.2,
                   exit_with_parent=True, end_grace=2)
 """)
@@ -204,7 +204,7 @@ def test_a_stopped_job_ends_its_loop(tmp_path, sig, codes):
 
 JOB_SIGNALLED_AS_THE_LOOP_STARTS = textwrap.dedent("""
     import os, signal, subprocess, sys
-    from vicurl.engines.verl import supervise
+    from vicurl.runtime import supervise
     started = subprocess.Popen
 
     def popen(*args, **kwargs):  # the signal comes as soon as the loop has started, before anything else
@@ -276,8 +276,8 @@ def test_a_stop_outside_the_loop_still_removes_the_jobs_temp_folder(tmp_path):
     default ends the process at once and the folder stays on the node.)"""
     job = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import sys, time
-        from vicurl import vllm_env
-        from vicurl.engines.verl import supervise
+        from vicurl.runtime import vllm_env
+        from vicurl.runtime import supervise
         with supervise.stops_unwind(), vllm_env.private_temp({"TMPDIR": sys.argv[1]}) as temp:
             print(temp["TMPDIR"], flush=True)
             time.sleep(60)

@@ -30,23 +30,24 @@ from verl.trainer.ppo.core_algos import AdvantageEstimator
 from verl.trainer.ppo.reward import extract_reward
 from verl.utils import tensordict_utils as tu
 
-from vicurl import checks, methods
-from vicurl import runs as runs_lib
 from vicurl.algos.grpo import grpo_loss, loss_config
+from vicurl.config import checks, methods
+from vicurl.config import runs as runs_lib
+from vicurl.config.settings import TrainSettings
+from vicurl.data.prompts import build_prompts
 from vicurl.engines import local as local_engine
 from vicurl.engines import rollout as rollout_engine
 from vicurl.engines import workdir
 from vicurl.engines.local import LocalTrainer
 from vicurl.engines.step import sequence_weights
 from vicurl.engines.verl import hook as hook_lib
-from vicurl.engines.verl import launch, rollout_seeds
+from vicurl.engines.verl import launch
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE, to_verl_frame
 from vicurl.engines.verl.hook import Hook, loss_plan
+from vicurl.engines.verl.patches import rollout_seeds
 from vicurl.engines.verl.sampler import CurriculumSampler
 from vicurl.engines.verl.trainer import OVERRIDES, VICuRLTrainer
-from vicurl.prompts import build_prompts
-from vicurl.sampling import Rollouts
-from vicurl.settings import TrainSettings
+from vicurl.models.sampling import Rollouts
 
 from harness import DEMO, ENGINE_RUN, LAUNCHER_RUN, REPO, settings_for
 
@@ -486,7 +487,7 @@ def test_every_path_verl_and_ray_get_is_absolute(tmp_path, monkeypatch):
     user's Ray cluster of several nodes the workers run elsewhere, so every path in the composed config, in the
     job's environment and in the variables Ray's workers get is absolute, and names the same file. A Hub id
     stays one."""
-    from vicurl.settings import VerlSettings
+    from vicurl.config.settings import VerlSettings
 
     monkeypatch.chdir(tmp_path)
     for folder in ("results/s/models/tiny/hub", "results/s/prompt_stats"):
@@ -533,7 +534,7 @@ def test_a_failed_runs_error_names_its_logs_where_they_were_copied(char_model_di
     Ray's and vLLM's logs, which live in the job's temp folder, are copied beside the job's log before the folder
     goes, and the error names the copies. Where the copy itself fails (a full disk), the loop's own error is
     still the one raised, with why its logs are not there."""
-    from vicurl.engines.verl import supervise
+    from vicurl.runtime import supervise
 
     def failing_loop(cmd, *, env, **kwargs):
         log = Path(env["TMPDIR"]) / "session_1" / "logs" / "worker-1.out"
@@ -1027,7 +1028,7 @@ def test_a_cluster_of_several_nodes_hands_the_workers_the_runs_variables(tmp_pat
 
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
-    from vicurl import tracking
+    from vicurl.runtime import tracking
 
     base = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
     folders = {k: tmp_path / v for k, v in tracking.folders({"loggers": ["tensorboard", "wandb"], "scenario": "paper"},
@@ -1061,8 +1062,8 @@ def test_each_run_starts_a_ray_of_its_own_with_the_runs_variables(tmp_path, monk
     variables; several nodes need the user's cluster of them."""
     from ray._private import services
 
-    from vicurl import tracking
     from vicurl.engines import workdir
+    from vicurl.runtime import tracking
 
     base = {"RAY_ADDRESS": "10.0.0.1:6379", "PATH": "/usr/bin", "VERL_USE_EXTERNAL_MODULES": "mine"}
     folders = {k: tmp_path / v for k, v in tracking.folders({"loggers": ["tensorboard", "wandb"], "scenario": "paper"},

@@ -24,14 +24,14 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
-from vicurl import vllm_env
+from vicurl.config.settings import TrainSettings
 from vicurl.data import schema
+from vicurl.data.long_prompts import fit, prompt_lengths, training_limit
+from vicurl.data.prompts import build_prompts
 from vicurl.engines.verl import export, launch, varlen_attention
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
 from vicurl.engines.verl.trainer import CURRICULUM_STATE, VICuRLTrainer
-from vicurl.long_prompts import fit, prompt_lengths, training_limit
-from vicurl.prompts import build_prompts
-from vicurl.settings import TrainSettings
+from vicurl.runtime import vllm_env
 
 from harness import CHARS, CHAT_MODEL, LAUNCHER_RUN, REPO, settings_for, tiny_llama, tiny_qwen2
 
@@ -695,8 +695,8 @@ def test_the_gpu_smoke_config_composes_with_verls_config():
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    from vicurl import checks
-    from vicurl import runs as runs_lib
+    from vicurl.config import checks
+    from vicurl.config import runs as runs_lib
     from vicurl.engines.verl.hook import check_settings
 
     cfg = checks.read(yaml.safe_load((REPO / "config" / "gpu_smoke.yaml").read_text()))
@@ -718,8 +718,8 @@ def test_a_dtype_the_gpu_kernel_cannot_take_stops_the_run_before_a_model_is_buil
     bf16, sdpa and the CPU pass."""
     import yaml
 
-    from vicurl import checks
-    from vicurl import runs as runs_lib
+    from vicurl.config import checks
+    from vicurl.config import runs as runs_lib
 
     cfg = checks.read(yaml.safe_load((REPO / "config" / "gpu_smoke.yaml").read_text()))
     (run,) = runs_lib.runs(cfg)
@@ -770,7 +770,7 @@ def test_r1_distills_tokenizer_gets_a_token_builder_it_supports():
     default builder, the same for a single-turn prompt; a ChatML tokenizer keeps Qwen's."""
     from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
 
-    from vicurl.engines.verl.rollout_seeds import token_builder_model_type
+    from vicurl.engines.verl.patches.rollout_seeds import token_builder_model_type
 
     tok = deepseek_distill_tokenizer()
     with pytest.raises(ValueError, match="does not define required token '<|im_end|>'"):
@@ -825,7 +825,7 @@ def short_folder():
 def test_ray_starts_under_a_long_tmpdir_through_the_launchers_link(short_folder):
     """SLURM's per-job TMPDIRs are often long, and Ray's socket paths (under $TMPDIR/ray/session_*)
     must fit 107 bytes: under a 70-character TMPDIR Ray does not start; with the launcher's RAY_TMPDIR
-    (`vicurl.vllm_env.short_sockets`, a short link in /tmp to a folder in TMPDIR) it does, its files land
+    (`vicurl.runtime.vllm_env.short_sockets`, a short link in /tmp to a folder in TMPDIR) it does, its files land
     in TMPDIR, and the link is gone afterwards. vLLM's sockets (``/<uuid4>``) and verl's weight-sync socket
     (``/rl-colocate-zmq-<token>-...``, 64 bytes) get the same link past 43 characters; Ray's alone from 40 to
     43."""
@@ -856,7 +856,7 @@ def test_ray_starts_under_a_long_tmpdir_through_the_launchers_link(short_folder)
 
 def test_what_a_jobs_libraries_write_to_the_temp_folder_goes_with_the_job(tmp_path):
     """vLLM, Ray and verl write sockets, file stores, sessions and locks to the temp folder and leave what a
-    killed process does not remove: each job has a folder of its own there (`vicurl.vllm_env.private_temp`),
+    killed process does not remove: each job has a folder of its own there (`vicurl.runtime.vllm_env.private_temp`),
     removed when it ends. The train job's launcher around verl's loop: Ray's session (its sockets, its logs)
     lies in it, under the short link where TMPDIR is long, and nothing is left; an evaluation job's process
     (`vllm_env.prepare`, before it starts vLLM): its temp files go there, and are gone when it exits."""
@@ -870,7 +870,7 @@ def test_what_a_jobs_libraries_write_to_the_temp_folder_goes_with_the_job(tmp_pa
         session = Path(out.stdout.strip().splitlines()[-1]).resolve()
         assert session.is_relative_to(temp["TMPDIR"]) and list(session.glob("logs/*")), session
     assert list(tmp_path.iterdir()) == []
-    code = ("import tempfile; from vicurl import vllm_env; vllm_env.prepare(); "
+    code = ("import tempfile; from vicurl.runtime import vllm_env; vllm_env.prepare(); "
             "print(tempfile.NamedTemporaryFile(delete=False).name)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -1051,7 +1051,7 @@ def run_engine_ranks(code: str, configs: dict, work: Path, world_size: int) -> l
         OmegaConf.save(config.actor_rollout_ref.ref, paths[2], resolve=True)
         args += [name, *map(str, paths)]
     script.write_text(code)
-    from vicurl.cpu_rehearsal import VERL_ENV  # verl's CPU platform (its FSDP engine asks the device)
+    from vicurl.rehearsal.cpu import VERL_ENV  # verl's CPU platform (its FSDP engine asks the device)
 
     env = {**os.environ, **VERL_ENV, **rendezvous(work), "WORLD_SIZE": str(world_size), "OMP_NUM_THREADS": "1"}
     env.update(launch.verl_environment(env))  # the project's patches of verl, as the launcher gives them
@@ -1085,20 +1085,20 @@ def paper_families(chat_model_dir, tmp_path_factory):
 def test_the_model_patches_answer_verls_lines():
     """``fsdp_wrap`` replaces verl 0.9.1's choice of FSDP2 units, ``rope_fp32`` follows its cast of a built
     model; an upgrade that moves the lines they answer fails here."""
-    from vicurl.cpu_rehearsal import stale_patches
-    from vicurl.engines.verl import fsdp_wrap, rope_fp32
+    from vicurl.engines.verl.patches import fsdp_wrap, rope_fp32
+    from vicurl.rehearsal.cpu import stale_patches
 
     assert stale_patches(fsdp_wrap.PATCHES + rope_fp32.PATCHES) == []
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_rehearsals_linear_layers_compute_a_row_alike_whatever_shares_its_batch(dtype):
-    """The CPU rehearsal's vLLM linear layers (`vicurl.cpu_rehearsal.vllm_cpu.batch_invariant_linear`): rows
+    """The CPU rehearsal's vLLM linear layers (`vicurl.rehearsal.vllm_cpu.batch_invariant_linear`): rows
     computed 1 to 99 at a time, as a decode step or a prefill batches them, at any offset in the call and on
     1 or 2 threads, are bit for bit the rows of one call over all of them, and the plain matmul's results up
     to its rounding. (``torch.nn.functional.linear`` alone differs in the last bits on some row counts, by CPU and dtype: fp32 at 1, 2, 3, 5-7, 9-11 rows on
     an AMD EPYC with AVX-512.)"""
-    from vicurl.cpu_rehearsal.vllm_cpu import batch_invariant_linear
+    from vicurl.rehearsal.vllm_cpu import batch_invariant_linear
 
     g = torch.Generator().manual_seed(0)
     w, bias, x = (torch.randn(*shape, generator=g).to(dtype) for shape in ((896, 256), (896,), (99, 256)))
@@ -1153,7 +1153,7 @@ def test_rollout_requests_are_seeded_only_when_reproducibility_is_asked(chat_mod
     batched sampler. The CPU rehearsal keeps the kernels as they are (vLLM's CPU build fails with that mode)."""
     import types
 
-    from vicurl.engines.verl.rollout_seeds import FIELD, SeededRollouts, batch_seeds
+    from vicurl.engines.verl.patches.rollout_seeds import FIELD, SeededRollouts, batch_seeds
 
     seen = []
 

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 import pandas as pd
 import pytest
 
+from vicurl.config.settings import SamplingSettings
 from vicurl.curriculum.prompt_stats import COLUMNS, offline_statistics
+from vicurl.data.prompts import build_prompt, prompt_token_ids
 from vicurl.evaluation.generate import RECORD_COLUMNS
 from vicurl.evaluation.grade import grade_records
 from vicurl.evaluation.score import score
 from vicurl.evaluation.vllm_generate import generate_records_vllm, generate_sets_vllm, request_seed
-from vicurl.prompts import build_prompt, prompt_token_ids
-from vicurl.sampling import sample
-from vicurl.settings import SamplingSettings
+from vicurl.models.sampling import sample
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The harness of the GPU path's tests: vLLM (its CPU build) and verl run for real on the CPU.
 
 They need the environment `make test` creates for them, .venv-vllm (`make test-gpu-path`); in any
-other environment they skip, saying so. The CPU-only settings come from `vicurl.cpu_rehearsal`,
+other environment they skip, saying so. The CPU-only settings come from `vicurl.rehearsal.cpu`,
 set before vLLM is imported. The models are built here once per session: the demo's tiny base
 model (the demo's synthetic SFT) and its benchmark sets.
 """
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from vicurl import cpu_rehearsal
+from vicurl.rehearsal import cpu as cpu_rehearsal
 
 cpu_rehearsal.apply()
 
@@ -69,7 +69,7 @@ def tiny_model_dir(vllm, tmp_path_factory, demo_splits):
 def untied_model_dir(tiny_model_dir, tmp_path_factory):
     """The demo's base model with its LM head untied from the embedding (the same function, its own copy of
     the matrix), as R1-Distill-Qwen-1.5B and the 7B models are: verl wraps an untied head as an FSDP2 unit
-    of its own (`vicurl.engines.verl.fsdp_wrap`)."""
+    of its own (`vicurl.engines.verl.patches.fsdp_wrap`)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -115,8 +115,8 @@ def launch_verl(run_dir: Path, settings: dict, model: str, train_set: str, *, pr
 
     import psutil
 
-    from vicurl.engines.verl.supervise import end_session
-    from vicurl.processes import shared_memory_of
+    from vicurl.runtime.processes import shared_memory_of
+    from vicurl.runtime.supervise import end_session
 
     from harness import cmdline
 

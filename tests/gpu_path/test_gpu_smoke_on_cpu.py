@@ -15,9 +15,9 @@ import pandas as pd
 import psutil
 import pytest
 
-from vicurl.engines.verl.supervise import end_session
-from vicurl.processes import shared_memory_of
 from vicurl.rehearsal import command
+from vicurl.runtime.processes import shared_memory_of
+from vicurl.runtime.supervise import end_session
 
 from harness import alive, bounded, cmdline, shared_memory_left, tensorboard_scalars, title
 

@@ -30,9 +30,9 @@ import torch
 
 from vicurl.algos.confidence import group_mean, normalized_uncertainty
 from vicurl.algos.grpo import grpo_loss, loss_config
+from vicurl.config.settings import TrainSettings
 from vicurl.curriculum.schedules import linear_beta
 from vicurl.engines.workdir import read_metrics
-from vicurl.settings import TrainSettings
 
 from harness import alive, long_folder, shared_memory_left, tensorboard_scalars
 
@@ -390,15 +390,15 @@ def test_the_losses_verl_reduces_over_ranks_are_the_whole_batchs(entropy_runs):
 
 def test_a_stopped_run_resumes_to_the_uninterrupted_runs_numbers(entropy_runs):
     """Stopped inside step 2's export and resumed on the same 2 ranks: step 3's metrics and every export equal
-    the uninterrupted run's (the rollouts are seeded per request, `vicurl.engines.verl.rollout_seeds`, and the
-    rehearsal's vLLM computes each row alike whatever shares its batch, `vicurl.cpu_rehearsal`), step 2's
+    the uninterrupted run's (the rollouts are seeded per request, `vicurl.engines.verl.patches.rollout_seeds`, and the
+    rehearsal's vLLM computes each row alike whatever shares its batch, `vicurl.rehearsal.cpu`), step 2's
     among them, which the resumed job redid (`export.repair_exports`), and the save from before the stop no longer keeps its shards (one per rank); both ran with the 7B's
     offload settings. The resumed job's vLLM engines draw from a stream of their own (``rollout.seed``: what
     unseeded requests would sample)."""
     from safetensors.torch import load_file
 
     from vicurl.engines.verl.export import checkpoint_dir
-    from vicurl.engines.verl.rollout_seeds import engine_seed
+    from vicurl.engines.verl.patches.rollout_seeds import engine_seed
 
     a, b, settings = entropy_runs.a, entropy_runs.b, entropy_runs.settings
     log = (b / "launch.log").read_text()
@@ -438,7 +438,7 @@ def test_a_stopped_run_leaves_none_of_its_processes(entropy_runs):
 
 def test_the_replicas_threads_may_run_on_every_core(entropy_runs):
     """vLLM's CPU build binds each engine's threads to cores it picks alone, so a run's replicas shared one
-    core; the rehearsal turns the binding off (`vicurl.cpu_rehearsal.VLLM_ENV`): at step 1 every thread of
+    core; the rehearsal turns the binding off (`vicurl.rehearsal.cpu.VLLM_ENV`): at step 1 every thread of
     both engine cores of the 2-rank run may run wherever the trainer may."""
     seen = json.loads((entropy_runs.a / "recorded" / "affinity.json").read_text())
     assert len(seen["engine_cores"]) == 2, seen
@@ -457,8 +457,8 @@ def test_the_exports_are_the_actors_weights_and_generate(entropy_runs, engine_ar
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from vicurl.config.settings import SamplingSettings
     from vicurl.evaluation.vllm_generate import generate_records_vllm
-    from vicurl.settings import SamplingSettings
 
     a = entropy_runs.a
     assert sorted(p.name for p in (a / "recorded").glob("update*.weights.pt")) == [f"update{n}.weights.pt" for n in (1, 2, 3)]
@@ -507,7 +507,7 @@ def test_the_exports_are_the_actors_weights_and_generate(entropy_runs, engine_ar
 
 
 def test_a_broken_rollout_engine_fails_the_run_within_its_step_timeout(broken_engine):
-    """vLLM's CPU build without the rehearsal's plugin (`vicurl.cpu_rehearsal.vllm_cpu`), rollouts in
+    """vLLM's CPU build without the rehearsal's plugin (`vicurl.rehearsal.vllm_cpu`), rollouts in
     float32: vLLM packs the weights away and verl's first weight sync fails in vLLM's worker, after
     which verl 0.9.1 waits forever. The train job's guard ends the run once no step has finished within
     ``verl.step_timeout`` (here 5 minutes): the job fails, its log holds vLLM's error, the guard's
@@ -549,7 +549,7 @@ def test_vcrl_replays_bank_prompts_inside_the_step(vllm, verl_launch, tiny_model
     serve the step's batch, more than one the replay), every one of which samples from the actor's weights (up to
     bf16 rounding: `bf16_rounding`). Under a
     100-character TMPDIR, as SLURM's per-job ones can be: Ray's and vLLM's sockets go through the
-    launcher's short link (`vicurl.vllm_env.short_sockets`), into a folder of the run's own, which goes with it."""
+    launcher's short link (`vicurl.runtime.vllm_env.short_sockets`), into a folder of the run's own, which goes with it."""
     settings = {**BASE, "total_steps": 3, "reward": "oracle", "curriculum": "vcrl",
                 "curriculum_params": {"switch_step": 1}, "export_steps": [3]}
     workers = {"overrides": ["actor_rollout_ref.rollout.agent.num_workers=4"]}
@@ -606,15 +606,15 @@ def test_sent_draws_the_prompts_it_proposes(entropy_runs, sent_stats, demo_train
 
 
 def test_the_patches_of_verl_and_vllm_still_match_their_lines(vllm):
-    """Each patch of `vicurl.cpu_rehearsal.verl_cpu` and `.vllm_cpu` (the CPU's) and of
-    `vicurl.engines.verl.colocate_socket` (every run's; its verl modules import vLLM) answers one line of
+    """Each patch of `vicurl.rehearsal.verl_cpu` and `.vllm_cpu` (the CPU's) and of
+    `vicurl.engines.verl.patches.colocate_socket` (every run's; its verl modules import vLLM) answers one line of
     verl 0.9.1 or vLLM 0.29.0 (named in it): an upgrade that changes the line fails here, so the patch is
     re-examined, not silently kept."""
     import subprocess
     import sys
 
-    code = ("from vicurl.cpu_rehearsal import stale_patches, vllm_cpu; from vicurl.cpu_rehearsal.verl_cpu import PATCHES; "
-            "from vicurl.engines.verl import colocate_socket; "
+    code = ("from vicurl.rehearsal.cpu import stale_patches, vllm_cpu; from vicurl.rehearsal.verl_cpu import PATCHES; "
+            "from vicurl.engines.verl.patches import colocate_socket; "
             "print(stale_patches(PATCHES + vllm_cpu.PATCHES + colocate_socket.PATCHES))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -625,7 +625,7 @@ SOCKETS = r"""
 import types
 import verl  # imports the launcher's patches (VERL_USE_EXTERNAL_MODULES), as in every process of a run
 from verl.workers.rollout.vllm_rollout import utils, vllm_rollout
-from vicurl.engines.verl import colocate_socket
+from vicurl.engines.verl.patches import colocate_socket
 
 assert hasattr(vllm_rollout.ServerAdapter.__init__, "__wrapped__")  # the sender's address: of_run(verl's)
 worker = types.SimpleNamespace(model_runner=None, local_rank=0)
@@ -643,7 +643,8 @@ def test_each_run_syncs_weights_over_a_socket_of_its_own(vllm, tmp_path):
     import subprocess
     import sys
 
-    from vicurl.engines.verl import colocate_socket, launch
+    from vicurl.engines.verl import launch
+    from vicurl.engines.verl.patches import colocate_socket
 
     env = {k: v for k, v in os.environ.items() if k != "VLLM_RPC_BASE_PATH"}
     env |= {"VERL_RAY_JOB_ID": "01000000", "TMPDIR": str(tmp_path)}

@@ -16,7 +16,10 @@ import pytest
 import torch
 import yaml
 
+from vicurl.config.settings import SamplingSettings
 from vicurl.curriculum.prompt_stats import COLUMNS, offline_statistics, prompt_statistics
+from vicurl.data.long_prompts import generation_prompts, model_context
+from vicurl.data.prompts import build_prompt
 from vicurl.engines.rollout import sequence_logprobs
 from vicurl.evaluation.generate import generate_sets, load_model
 from vicurl.evaluation.grade import grade_records
@@ -28,10 +31,7 @@ from vicurl.evaluation.vllm_generate import (
     start_engine,
     tokens_prompt,
 )
-from vicurl.long_prompts import generation_prompts, model_context
-from vicurl.prompts import build_prompt
-from vicurl.sampling import Rollouts, left_padded, sample
-from vicurl.settings import SamplingSettings
+from vicurl.models.sampling import Rollouts, left_padded, sample
 
 from harness import long_folder
 
@@ -102,7 +102,7 @@ def paired_z(a: pd.Series, b: pd.Series, n_a: int, n_b: int) -> tuple[float, flo
 
 def test_the_engine_starts_with_nothing_to_compile_and_short_sockets(vllm, engine):
     """The evaluation's engine (started under a 100-character TMPDIR, the fixture) read the variables of
-    `vicurl.vllm_env` as vLLM's own settings: its FlashInfer sampler off (no kernel compiled at run time),
+    `vicurl.runtime.vllm_env` as vLLM's own settings: its FlashInfer sampler off (no kernel compiled at run time),
     its sockets in a short link to a folder of the temp folder."""
     import os
 
@@ -119,7 +119,7 @@ def test_the_engine_starts_with_nothing_to_compile_and_short_sockets(vllm, engin
 # the evaluation that stalled on an H200 had done); a forked child of it would hang (tests/unit/test_vllm_env.py)
 AFTER_PARALLEL_WORK = r"""
 import json, sys, torch
-from vicurl.cpu_rehearsal import apply
+from vicurl.rehearsal.cpu import apply
 
 
 def allocate():  # an engine core's first work, its input batch's buffers: a forked child would wait forever here
@@ -131,7 +131,7 @@ if __name__ == "__main__":  # vLLM's spawned processes import this file again
     torch.set_num_threads(2)
     a = torch.randn(1500, 1500)
     float((a @ a).sum())
-    from vicurl import vllm_env
+    from vicurl.runtime import vllm_env
     vllm_env.prepare()
     from vllm.utils.system_utils import get_mp_context
     context = get_mp_context()  # what vLLM starts its engine core with, before its CPU platform's own say
@@ -151,7 +151,7 @@ if __name__ == "__main__":  # vLLM's spawned processes import this file again
 
 
 def test_the_engine_starts_after_parallel_work_on_the_cpu(vllm, tiny_model_dir, engine_args, tmp_path):
-    """A process that ran a parallel torch op, then prepared vLLM's environment (`vicurl.vllm_env.prepare`):
+    """A process that ran a parallel torch op, then prepared vLLM's environment (`vicurl.runtime.vllm_env.prepare`):
     vLLM's own process context spawns, not forks (on a GPU it would fork: vLLM's CPU platform spawns later on
     its own), a child it starts allocates an engine core's first buffers (a forked one waits forever there),
     and the engine starts and generates."""
@@ -171,7 +171,7 @@ def test_the_engine_starts_after_parallel_work_on_the_cpu(vllm, tiny_model_dir, 
 
 
 def test_the_vllm_names_the_project_uses_exist_with_their_meaning(vllm, engine):
-    """Every name in ``VLLM_NAMES`` (the one list; docs/verl.md says which vLLM versions were checked):
+    """Every name in ``VLLM_NAMES`` (the one list; docs/rehearsal.md says which vLLM versions were checked):
     the constructors' and ``generate``'s parameters, the token prompt's key, the outputs' fields, also
     on a real output; and every ``eval.vllm`` key of the repository's configs is an engine argument."""
     from vllm.outputs import CompletionOutput, RequestOutput
@@ -335,7 +335,7 @@ def test_vllm_takes_the_token_prompts_as_they_are_no_bos_added(vllm, bos_engine,
 def test_the_engine_computes_with_the_weights_a_sync_loads(vllm, bos_engine, engine_args, monkeypatch):
     """vLLM's CPU build packs its linear weights into oneDNN or AMX kernels and drops the Parameters (in
     float32 on every x86 CPU); verl's sync then failed ("'Parameter' object has no attribute
-    'weight_loader'") and the run hung. With `vicurl.cpu_rehearsal.vllm_cpu` (a vLLM plugin of the
+    'weight_loader'") and the run hung. With `vicurl.rehearsal.vllm_cpu` (a vLLM plugin of the
     rehearsal's environment) the weights stay Parameters: loaded in place, the engine samples from them
     (a zero embedding, tied to the lm_head, makes every next token equally likely: log-prob -log V). On the
     BOS model's engine, its last user."""

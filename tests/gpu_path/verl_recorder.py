@@ -1,7 +1,7 @@
 """Test harness: what each step of verl's own ``fit()`` handed the trainer's hooks, written to disk.
 
 Imported in every process verl starts when named in ``VERL_USE_EXTERNAL_MODULES`` (after
-`vicurl.cpu_rehearsal.verl_cpu`); it wraps two methods of verl's ``RayPPOTrainer`` that
+`vicurl.rehearsal.verl_cpu`); it wraps two methods of verl's ``RayPPOTrainer`` that
 ``VICuRLTrainer`` calls through ``super()``, and one of its rollout client, only where
 ``VICURL_RECORD_DIR`` is set, and changes nothing they do:
 
@@ -143,7 +143,7 @@ def _write_affinity(path: Path) -> None:
 
     import psutil
 
-    from vicurl.engines.verl.colocate_socket import TOKEN
+    from vicurl.engines.verl.patches.colocate_socket import TOKEN
 
     cores = {}
     for p in psutil.process_iter():  # the trainer runs in a Ray worker: the engines are no children of it

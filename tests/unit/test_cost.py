@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from vicurl import checks
+from vicurl.config import checks
 from vicurl.planning import cost
 from vicurl.planning.cost import ARCHS, arch_of, model_classes
 
@@ -41,7 +41,7 @@ def test_the_counted_sizes_are_the_model_classes(kind, kw):
 
 
 def test_the_papers_estimate_imports_neither_transformers_nor_verl():
-    code = ("import sys, yaml; from vicurl import checks; from vicurl.planning import cost;"
+    code = ("import sys, yaml; from vicurl.config import checks; from vicurl.planning import cost;"
             "jobs = cost.jobs(checks.read_file('config/paper.yaml'), profile=yaml.safe_load(open('slurm-a100/config.yaml')));"
             "assert jobs and not {'transformers', 'verl'} & set(sys.modules), sorted(sys.modules)[:50]")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)

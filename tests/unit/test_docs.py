@@ -53,11 +53,11 @@ def documented_keys() -> list[str]:
 
 def test_the_key_table_is_generated_from_the_schema_and_the_settings():
     """Each default and description is written once (the schema; `train` and `verl` defaults in
-    their dataclasses): the docs' table is what `python -m vicurl.config_docs` prints from them."""
-    from vicurl import config_docs
+    their dataclasses): the docs' table is what `python -m vicurl.config.keys` prints from them."""
+    from vicurl.config import keys as config_docs
 
     text = (REPO / "docs" / "configuration.md").read_text()
-    assert config_docs.block() in text, "docs/configuration.md: rerun `python -m vicurl.config_docs`"
+    assert config_docs.block() in text, "docs/configuration.md: rerun `python -m vicurl.config.keys`"
     rows = {key: (desc, default) for key, desc, default in config_docs.rows()}
     assert rows["train.batch_size"][1] == "`128`" and rows["verl.n_gpus_per_node"][1] == "`8`"  # the dataclasses'
     assert rows["curricula.vicurl.beta_start"] == ("retention beta at the first step", "`0.2`")  # the schema's

@@ -11,6 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
+from vicurl.config.methods import CURRICULA
+from vicurl.config.runs import Run, needs_prompt_stats
 from vicurl.curriculum import (
     Batch,
     kept_count,
@@ -20,8 +22,6 @@ from vicurl.curriculum import (
 )
 from vicurl.curriculum.adarft import next_target
 from vicurl.curriculum.vcrl import variance_max
-from vicurl.methods import CURRICULA
-from vicurl.runs import Run, needs_prompt_stats
 
 
 def batch(conf=None, rewards=None, lengths=None, step=1, total=10, ids=None, seed=0, bounded=True):

@@ -177,7 +177,7 @@ def test_a_revision_belongs_to_a_hub_model(tmp_path, monkeypatch):
     model has none, and saying one is an error naming the key (the schema's own check passes it)."""
     import yaml
 
-    from vicurl import checks
+    from vicurl.config import checks
 
     monkeypatch.chdir(tmp_path)
     paper = yaml.safe_load((Path(__file__).parents[2] / "config" / "paper.yaml").read_text())

@@ -1,4 +1,4 @@
-"""The lock around hub_commits.yaml (`vicurl.io.exclusive`) where the file system refuses ``flock`` (Lustre,
+"""The lock around hub_commits.yaml (`vicurl.runtime.io.exclusive`) where the file system refuses ``flock`` (Lustre,
 some NFS mounts: ENOLCK, EOPNOTSUPP): an exclusively created lock file instead, taken over when stale."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import time
 import pytest
 import yaml
 
-from vicurl import io
 from vicurl.models.fetch import keep_commit, read_commits
+from vicurl.runtime import io
 
 
 @pytest.fixture

@@ -1,18 +1,14 @@
-"""measurements/gpu_memory.py's activation count against what a decoder layer saves for its backward."""
+"""vicurl.planning.memory's activation count against what a decoder layer saves for its backward."""
 
 from __future__ import annotations
-
-import sys
 
 import pytest
 import torch
 
+from vicurl.planning.cost import model_classes
+from vicurl.planning.memory import layer_bytes
+
 from harness import REPO
-
-sys.path.insert(0, str(REPO / "measurements"))
-from gpu_memory import layer_bytes  # noqa: E402
-
-from vicurl.planning.cost import model_classes  # noqa: E402
 
 
 def saved_bytes(layer, x: torch.Tensor, position_embeddings) -> int:
@@ -56,14 +52,14 @@ def test_a_layers_saved_activations_are_the_formulas(kind):
 def test_the_paper_configs_update_budgets_follow_the_margin_rule():
     """config/paper.yaml's update budgets: the 1.5B models' hold two sequences at the cap (verl never packs past a
     budget) and, like the 3B's, leave a fifth of a 40 GB A100 free by the estimate; each is the largest multiple of
-    512 that does. The logits factors are those `gpu_memory.py` measures (docs/paper.md, "GPU memory"), rounded up:
+    512 that does. The logits factors are those measurements/gpu_memory.py measures (docs/paper.md, "GPU memory"), rounded up:
     measuring them takes a minute and a half."""
     import dataclasses
 
     import yaml
-    from gpu_memory import estimate, largest_budget, shape
 
-    from vicurl.settings import VerlSettings
+    from vicurl.config.settings import VerlSettings
+    from vicurl.planning.memory import estimate, largest_budget, shape
 
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     base, factors = VerlSettings.from_dict(paper["verl"]), (5.2, 2.9)

@@ -6,11 +6,11 @@ import re
 
 import pytest
 
+from vicurl.algos.rewards import group_rewards
 from vicurl.grading import equiv
 from vicurl.grading.extract import MAX_FINAL_BOXES, extract_boxed, final_boxes, strip_outer_braces, strip_text_commands
 from vicurl.grading.graders import ANSWER_TYPES, grade_batch
 from vicurl.grading.parts import answers_equiv, label_of, several_parts, split_parts
-from vicurl.rewards import group_rewards
 
 from grading_cases import CASES  # tests/grading_cases.py
 

@@ -12,10 +12,10 @@ import threading
 
 import pytest
 
+from vicurl.algos.rewards import Group, majority_vote, semantic
 from vicurl.grading import equiv, symbolic
 from vicurl.grading.graders import ANSWER_TYPES, grade_batch
 from vicurl.grading.verdicts import TIMEOUT
-from vicurl.rewards import Group, majority_vote, semantic
 
 BUDGET = 3.0
 

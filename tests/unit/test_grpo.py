@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from vicurl.algos.grpo import group_advantages, grpo_loss, loss_config
-from vicurl.settings import TrainSettings
+from vicurl.config.settings import TrainSettings
 
 PAPER = loss_config(TrainSettings(total_steps=1))  # the paper's loss settings
 

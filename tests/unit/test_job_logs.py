@@ -1,4 +1,4 @@
-"""A rule job's log (`vicurl.workflow.setup`): what Snakemake points a user to when a job fails."""
+"""A rule job's log (`vicurl.runtime.workflow.setup`): what Snakemake points a user to when a job fails."""
 
 import subprocess
 import sys
@@ -6,7 +6,7 @@ import textwrap
 
 JOB = textwrap.dedent("""
     import logging.config, types
-    from vicurl.workflow import setup
+    from vicurl.runtime.workflow import setup
     snakemake = types.SimpleNamespace(log=[{log!r}], threads=1, rule="generate")
     log = setup(snakemake)
     log.info("before the import")

@@ -1,4 +1,4 @@
-"""The method catalog (vicurl.methods): the one place a curriculum or reward source is named, and
+"""The method catalog (vicurl.config.methods): the one place a curriculum or reward source is named, and
 what reads it. Adding a curriculum is one module and one catalog entry; the config schema agrees."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pytest
 import torch
 import yaml
 
-from vicurl import checks, methods
-from vicurl import runs as R
+from vicurl.algos.rewards import GroupReward, check_params, group_rewards
+from vicurl.config import checks, methods
+from vicurl.config import runs as R
 from vicurl.curriculum import Batch, Curriculum, Selection, make_curriculum, selection_metrics
 from vicurl.engines import step as engine_step
 from vicurl.report import labels
-from vicurl.rewards import GroupReward, check_params, group_rewards
 
 from harness import REPO
 
@@ -48,7 +48,7 @@ def test_schema_lists_the_catalogs_curricula_with_their_parameters():
     for name, spec in methods.CURRICULA.items():
         schema = props[name]
         keys = set((share if "$ref" in schema else schema).get("properties", {}))
-        # weight_kl is the run's (vicurl.runs.train_settings takes it), not the class's
+        # weight_kl is the run's (vicurl.config.runs.train_settings takes it), not the class's
         assert keys - {"weight_kl"} == parameters(methods.load(spec.implementation).__init__), name
 
 

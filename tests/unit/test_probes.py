@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 import torch
 
-from vicurl import methods
+from vicurl.algos.rewards import GroupReward
+from vicurl.config import methods
+from vicurl.config.settings import TrainSettings
 from vicurl.curriculum.schedules import linear_beta
 from vicurl.probes import variance
 from vicurl.probes.probe import ProbeConfig, probe_prompt_ids, run_probe
-from vicurl.rewards import GroupReward
-from vicurl.settings import TrainSettings
 
 
 def test_estimates_by_hand():
@@ -168,8 +168,8 @@ def test_recomputed_activations_give_the_same_gradients(char_model_dir):
 
     from transformers import AutoModelForCausalLM
 
+    from vicurl.models.sampling import Rollouts
     from vicurl.probes.probe import recompute_activations, rollout_gradient
-    from vicurl.sampling import Rollouts
 
     torch.manual_seed(0)
     n, p, r = 4, 6, 5

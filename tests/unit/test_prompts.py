@@ -4,9 +4,9 @@ import pandas as pd
 import pytest
 
 import vicurl.evaluation.generate as gen
+from vicurl.config.settings import SamplingSettings
+from vicurl.data.prompts import INSTRUCTION, build_prompt
 from vicurl.data.schema import make_row, to_frame
-from vicurl.prompts import INSTRUCTION, build_prompt
-from vicurl.settings import SamplingSettings
 
 
 def test_plain_question_is_the_paper_template():
@@ -44,8 +44,8 @@ def test_generation_shows_the_options(char_model_dir, monkeypatch):
 
 
 def test_training_shows_the_options(char_model_dir, tmp_path):
+    from vicurl.config.settings import TrainSettings
     from vicurl.engines.local import LocalTrainer
-    from vicurl.settings import TrainSettings
 
     cfg = TrainSettings(total_steps=1, batch_size=2, group_size=2, kl_coef=0.0)
     tr = LocalTrainer(cfg, char_model_dir, mc_problems(), tmp_path / "w")
@@ -73,7 +73,7 @@ class Tok:
 
 def test_a_tokenizer_with_a_chat_template_gets_a_single_turn_conversation_by_default():
     """The paper: prompts are "formatted as a single-turn conversation" (auto); false keeps raw text."""
-    from vicurl.prompts import build_prompts, uses_chat_template
+    from vicurl.data.prompts import build_prompts, uses_chat_template
 
     q = "What is 2+2?"
     chat, plain = Tok(CHAT), Tok(None)
@@ -104,7 +104,7 @@ def test_a_template_that_reads_the_clock_renders_one_fixed_date(char_model_dir, 
 
     from transformers import AutoTokenizer
 
-    from vicurl.prompts import CHAT_DATE
+    from vicurl.data.prompts import CHAT_DATE
 
     tok = AutoTokenizer.from_pretrained(char_model_dir)
     tok.chat_template = DATED
@@ -127,7 +127,7 @@ def test_a_template_that_reads_the_clock_renders_one_fixed_date(char_model_dir, 
 def test_every_paper_model_uses_its_chat_template_unless_told_otherwise():
     import yaml
 
-    from vicurl import checks, runs
+    from vicurl.config import checks, runs
 
     from harness import DEMO_CONFIG, PAPER_CONFIG
 
@@ -138,7 +138,7 @@ def test_every_paper_model_uses_its_chat_template_unless_told_otherwise():
 
 
 def test_the_run_records_the_rendered_prompt(char_model_dir):
-    from vicurl.prompts import rendered_example
+    from vicurl.data.prompts import rendered_example
 
     ex = rendered_example(str(char_model_dir), mc_problems(), "question_first", "auto")
     assert ex == {"text": build_prompt("Pick the even one.", options=["3", "4", "5"]), "chat_template": False,

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from vicurl import provenance as P
+from vicurl.runtime import provenance as P
 
 
 def test_provenance_record(tmp_path):
@@ -23,7 +23,7 @@ def test_the_cpu_and_torchs_kernel_set_are_recorded():
     import torch
 
     assert P.cpu_info()["torch_kernels"] == torch.backends.cpu.get_cpu_capability()
-    code = "import json; from vicurl.provenance import cpu_info; print(json.dumps(cpu_info()))"
+    code = "import json; from vicurl.runtime.provenance import cpu_info; print(json.dumps(cpu_info()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "ATEN_CPU_CAPABILITY": "default"})
     info = json.loads(out.stdout)

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from vicurl.algos.confidence import logprobs_and_entropy, mean_token_entropy
-from vicurl.methods import REWARDS
-from vicurl.rewards import Group, check_params, clusters, entropy, group_rewards, majority_vote, oracle, semantic
+from vicurl.algos.rewards import Group, check_params, clusters, entropy, group_rewards, majority_vote, oracle, semantic
+from vicurl.config.methods import REWARDS
 
 pytestmark = pytest.mark.usefixtures("small_pool")  # conftest.py
 
@@ -227,8 +227,8 @@ def problems(n=8):
 @pytest.mark.parametrize("reward, params", [("majority_vote", {"n_votes": 6}), ("entropy", {"format_penalty": True}),
                                             ("semantic", {"entropy_threshold": 1.0})])
 def test_local_engine_trains_with_each_reward(char_model_dir, tmp_path, reward, params):
+    from vicurl.config.settings import TrainSettings
     from vicurl.engines.local import LocalTrainer
-    from vicurl.settings import TrainSettings
 
     cfg = TrainSettings(total_steps=1, batch_size=4, group_size=4, lr=1e-3, max_response_length=8, micro_batch_size=8,
                         save_every=1, seed=1, reward=reward, reward_params=params, curriculum="vicurl",
@@ -244,8 +244,8 @@ def test_local_engine_trains_with_each_reward(char_model_dir, tmp_path, reward, 
 
 
 def test_n_votes_below_group_size_is_refused(char_model_dir, tmp_path):
+    from vicurl.config.settings import TrainSettings
     from vicurl.engines.local import LocalTrainer
-    from vicurl.settings import TrainSettings
 
     cfg = TrainSettings(total_steps=1, batch_size=4, group_size=4, reward="majority_vote", reward_params={"n_votes": 2})
     with pytest.raises(ValueError, match="n_votes"):
@@ -254,7 +254,7 @@ def test_n_votes_below_group_size_is_refused(char_model_dir, tmp_path):
 
 def test_first_of_each_group_keeps_the_trained_rows():
     from vicurl.engines.rollout import first_of_each_group
-    from vicurl.sampling import Rollouts
+    from vicurl.models.sampling import Rollouts
 
     n, g, b = 3, 2, 2  # 2 prompts x 3 samples, train on the first 2 of each
     ids = torch.arange(b * n)[:, None].repeat(1, 4)
@@ -268,7 +268,7 @@ def test_first_of_each_group_keeps_the_trained_rows():
 def test_config_check_refuses_n_votes_below_the_group_size():
     import yaml
 
-    from vicurl import checks
+    from vicurl.config import checks
 
     from harness import DEMO_CONFIG
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from vicurl import checks
-from vicurl import runs as R
+from vicurl.config import checks
+from vicurl.config import runs as R
 
 
 def config(**probes):

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from vicurl.settings import TrainSettings, VerlSettings
+from vicurl.config.settings import TrainSettings, VerlSettings
 
 from harness import REPO
 
@@ -17,7 +17,7 @@ SCHEMA = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
 
 
 def test_settings_import_neither_torch_nor_verl():
-    code = "import sys, vicurl.settings; print(json.dumps([m for m in ('torch', 'verl') if m in sys.modules]))"
+    code = "import sys, vicurl.config.settings; print(json.dumps([m for m in ('torch', 'verl') if m in sys.modules]))"
     out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
 
@@ -36,12 +36,12 @@ def test_every_train_setting_of_the_schema_is_a_field():
 
 def test_curricula_take_their_defaults_from_the_schema_only():
     """No curriculum class or schedule repeats a default of `curricula.<name>`: make_curriculum fills
-    them from the schema (`vicurl.settings.schema_defaults`)."""
+    them from the schema (`vicurl.config.settings.schema_defaults`)."""
     import inspect
 
-    from vicurl import methods
+    from vicurl.config import methods
+    from vicurl.config.settings import schema_defaults
     from vicurl.curriculum import linear_beta, make_curriculum
-    from vicurl.settings import schema_defaults
 
     for name, spec in methods.CURRICULA.items():
         params = inspect.signature(methods.load(spec.implementation)).parameters.values()

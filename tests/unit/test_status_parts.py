@@ -15,7 +15,7 @@ from vicurl import status
 
 JOB = textwrap.dedent("""
     import types
-    from vicurl.workflow import setup
+    from vicurl.runtime.workflow import setup
     log = setup(types.SimpleNamespace(log=[{log!r}], threads=1, rule="train"), history={history!r})
     log.info("training")
 """)

@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from vicurl.algos.grpo import group_advantages, grpo_loss, loss_config
+from vicurl.config.settings import TrainSettings
 from vicurl.curriculum import quantile_threshold
-from vicurl.settings import TrainSettings
 
 EPS, KL_COEF = 0.2, 0.001
 CFG = loss_config(TrainSettings(total_steps=1, clip_ratio=EPS, kl_coef=KL_COEF))  # the defaults elsewhere

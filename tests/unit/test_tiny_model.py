@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from vicurl.data.prompts import build_prompt
 from vicurl.data.synthetic import make_set
 from vicurl.models.tiny import (
     DEFAULT_CFG,
@@ -19,7 +20,6 @@ from vicurl.models.tiny import (
     sft,
     tokenizer_texts,
 )
-from vicurl.prompts import build_prompt
 
 TINY = {
     "vocab_size": 384,
@@ -162,7 +162,7 @@ def test_reload_gives_identical_logits_and_generation(df, tok, tmp_path):
         b = model2(**enc2).logits
     assert torch.equal(a, b)
 
-    from vicurl.sampling import sample
+    from vicurl.models.sampling import sample
 
     r1 = sample(model, tok, prompts, 2, temperature=1.0, max_new_tokens=12, seed=3)
     r2 = sample(model2, tok2, prompts, 2, temperature=1.0, max_new_tokens=12, seed=3)

@@ -1,19 +1,15 @@
-"""measurements/trace_summary.py: the GPU's busy time of a trace (overlapping streams counted once), the host's
+"""vicurl.runtime.trace_summary: the GPU's busy time of a trace (overlapping streams counted once), the host's
 waits, and a real torch profiler trace read as torch writes it."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import sys
 
 import pytest
 import torch
 
-from harness import REPO
-
-sys.path.insert(0, str(REPO / "measurements"))
-from trace_summary import load, report, summarize, union_length  # noqa: E402
+from vicurl.runtime.trace_summary import load, report, summarize, union_length
 
 
 def test_union_counts_each_instant_once():

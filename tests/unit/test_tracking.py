@@ -1,4 +1,4 @@
-"""A run's learning curves while it trains (`vicurl.tracking`): the trackers' files, and what the verl
+"""A run's learning curves while it trains (`vicurl.runtime.tracking`): the trackers' files, and what the verl
 launcher hands verl. The demo's and the CPU rehearsal's runs write them for real: tests/workflow/test_workflow.py,
 tests/gpu_path (verl's own tracker)."""
 
@@ -9,8 +9,8 @@ import time
 import pytest
 import yaml
 
-from vicurl import tracking
 from vicurl.engines.verl import launch
+from vicurl.runtime import tracking
 
 from harness import LAUNCHER_RUN, settings_for, tensorboard_scalars
 

@@ -1,4 +1,4 @@
-"""What a process that starts vLLM sets first (`vicurl.vllm_env`), in real processes: vLLM's children
+"""What a process that starts vLLM sets first (`vicurl.runtime.vllm_env`), in real processes: vLLM's children
 spawned (a forked child of a process whose OpenMP threads exist hangs), a temp folder that exists, one
 private temp folder however often it is asked for, torch's compile cache outside it, and nothing left when the job
 is stopped. The engine's
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vicurl import processes, vllm_env
+from vicurl.runtime import processes, vllm_env
 
 # a forked child's first parallel op after the parent's: GNU OpenMP's threads are not in the child
 FORK_AFTER_PARALLEL = r"""
@@ -59,7 +59,7 @@ def test_a_tmpdir_missing_on_the_node_gives_the_systems_temp_folder(tmp_path, ca
     """sbatch hands the job the submitting shell's TMPDIR, which the node may lack: the job runs in the
     system's temp folder and says so once."""
     missing = str(tmp_path / "login-node-session" / "tmp")
-    with caplog.at_level("WARNING", logger="vicurl.vllm_env"):
+    with caplog.at_level("WARNING", logger="vicurl.runtime.vllm_env"):
         assert vllm_env.temp_folder({"TMPDIR": missing}) == "/tmp"
         assert vllm_env.temp_folder({"TMPDIR": missing}) == "/tmp"
     assert [r.getMessage() for r in caplog.records].count(
@@ -68,7 +68,7 @@ def test_a_tmpdir_missing_on_the_node_gives_the_systems_temp_folder(tmp_path, ca
     assert vllm_env.temp_folder({"TMPDIR": str(tmp_path)}) == str(tmp_path)
     monkeypatch.chdir(tmp_path.parent)  # a relative one names the same folder in processes started elsewhere
     assert vllm_env.temp_folder({"TMPDIR": tmp_path.name}) == str(tmp_path)
-    code = ("import tempfile; from vicurl import vllm_env; vllm_env.prepare(); "
+    code = ("import tempfile; from vicurl.runtime import vllm_env; vllm_env.prepare(); "
             "print(tempfile.NamedTemporaryFile(delete=False).name)")
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": missing}, capture_output=True,
                          text=True, timeout=120)
@@ -81,7 +81,7 @@ def test_preparing_twice_keeps_one_private_folder(tmp_path):
     """A second call (a user's session that evaluates twice) neither nests a folder in the first nor replaces it,
     and the folder goes at exit. (In a process of its own: `prepare` sets a SIGTERM handler for the process's
     life, which this test process must not take on.)"""
-    code = ("import json, os; from vicurl import vllm_env; vllm_env.prepare(); first = os.environ['TMPDIR']; "
+    code = ("import json, os; from vicurl.runtime import vllm_env; vllm_env.prepare(); first = os.environ['TMPDIR']; "
             "vllm_env.prepare(); print(json.dumps([first, os.environ['TMPDIR'], os.listdir(os.path.dirname(first))]))")
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True,
                          text=True, timeout=120)
@@ -145,7 +145,7 @@ def test_torchs_compile_cache_outlives_the_jobs_temp_folder(tmp_path):
 # as an evaluation with vLLM's engine core running has
 STOPPED_JOB = r"""
 import json, subprocess, sys, tempfile, time
-from vicurl import vllm_env
+from vicurl.runtime import vllm_env
 vllm_env.prepare()
 child = subprocess.Popen([sys.executable, "-c",
     "import signal, sys, tempfile, time\n"
@@ -182,7 +182,7 @@ def test_a_stopped_job_leaves_neither_its_temp_folder_nor_its_childrens_shared_m
 # memory (vLLM's worker in a kernel that never returns, as an evaluation ends with EngineDeadError)
 ORPHAN_JOB = r"""
 import json, subprocess, sys, time
-from vicurl import vllm_env
+from vicurl.runtime import vllm_env
 vllm_env.prepare()
 core = subprocess.Popen([sys.executable, "-c",
     "import subprocess, sys, time\n"
@@ -232,7 +232,7 @@ def test_a_job_that_ends_ends_what_its_engine_left_running(tmp_path):
 
 OWN_SEMAPHORES_JOB = r"""
 import json, multiprocessing as mp, time
-from vicurl import vllm_env
+from vicurl.runtime import vllm_env
 vllm_env.prepare()
 ctx = mp.get_context("spawn")  # as vLLM starts its engine core: a resource tracker of this process's own
 sems = [ctx.Semaphore(), ctx.Lock()]  # named semaphores in /dev/shm, registered with that tracker

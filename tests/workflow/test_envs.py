@@ -190,7 +190,7 @@ def test_the_gpu_lock_pins_what_the_verl_env_and_pyproject_ask(python):
 
 
 def test_the_project_installs_offline_with_the_wheelhouses_build_backend(tmp_path):
-    """The offline install's last step (docs/verl.md, "Installing offline"): ``pip install --no-index --find-links
+    """The offline install's last step (docs/offline.md): ``pip install --no-index --find-links
     wheels --no-deps -e .`` builds the project in an environment of pip's own, from the wheelhouse, which holds
     pyproject.toml's build backend at the lock's pin even ``--without-torch`` (`wheelhouse.build_requirements`);
     pip's configuration (a cluster's mirror) is not read. It failed while the build asked for ``wheel``, in no lock,

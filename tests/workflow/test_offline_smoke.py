@@ -12,7 +12,7 @@ import shutil
 import yaml
 from omegaconf import OmegaConf
 
-from vicurl import checks, runs
+from vicurl.config import checks, runs
 from vicurl.engines.verl import launch
 from vicurl.models import fetch as fetch_lib
 from vicurl.rehearsal import command, config_files

@@ -242,7 +242,7 @@ def test_a_training_job_asks_slurm_for_its_gpus_on_one_node(tmp_path):
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-    from vicurl.runs import runs
+    from vicurl.config.runs import runs
 
     link_demo_config(tmp_path)
     target = f"results/paper/runs/{runs(PAPER)[0].path}/metrics.jsonl"

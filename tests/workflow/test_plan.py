@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from vicurl import checks
 from vicurl import plan as plan_cli
+from vicurl.config import checks
 from vicurl.planning import cost, target
 from vicurl.planning.planner import GPUS
 
@@ -67,8 +67,9 @@ def test_a_plans_config_runs_exactly_the_plan(tmp_path, budget):
 def test_the_findings_read_the_preregistered_claims(tmp_path):
     """The findings of a plan's config: the parse-time reading of the pre-registration and the findings job on
     per-seed scores of its arms (the claims it pre-registered, in its order, each with a verdict)."""
-    from vicurl.report import claimed, jobs as report_jobs
-    from vicurl import runs as runs_lib
+    from vicurl.config import runs as runs_lib
+    from vicurl.report import claimed
+    from vicurl.report import jobs as report_jobs
 
     out = tmp_path / "p"
     assert plan_cli.main(["--budget", "5000", "--out", str(out)]) == 0

@@ -98,7 +98,7 @@ def test_a_targets_plan_counts_its_jobs_and_prices_what_it_borrows(tmp_path):
     of the target (its 15 runs and the 10 `main` runs its table reads, each evaluated at every step), each job
     priced by the cost model, the borrowed ones apart; the jobs a cluster profile submits are those of the
     workflow's non-local rules."""
-    from vicurl import checks
+    from vicurl.config import checks
     from vicurl.planning import cost, target
 
     cfg = checks.read_file(PAPER_CONFIG)

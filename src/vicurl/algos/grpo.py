@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
-from vicurl.settings import TrainSettings
+from vicurl.config.settings import TrainSettings
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class LossConfig:
 
 
 def loss_config(settings: TrainSettings) -> LossConfig:
-    """The loss settings of a run (their defaults: `vicurl.settings.TrainSettings`)."""
+    """The loss settings of a run (their defaults: `vicurl.config.settings.TrainSettings`)."""
     return LossConfig(settings.clip_ratio, settings.kl_coef, settings.kl_type, settings.loss_agg_mode, settings.weight_kl)
 
 

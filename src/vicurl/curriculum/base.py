@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from vicurl import methods
+from vicurl.config import methods
 
 
 @dataclass
@@ -104,7 +104,7 @@ class Curriculum:
 
     @property
     def name(self) -> str:
-        """The catalog's name of this class (`vicurl.methods.CURRICULA`)."""
+        """The catalog's name of this class (`vicurl.config.methods.CURRICULA`)."""
         return methods.curriculum_name(type(self))
 
     @property

@@ -7,7 +7,7 @@ generator: ``pass_rate``, ``difficulty`` = 100 * (1 - pass_rate) (AdaRFT's, in [
 Clusters are built greedily as in EMPO: each answer joins the first cluster whose representative
 (first member) is equivalent to it, else opens a new one; a sample without an answer is a cluster
 of its own (it agrees with nothing), so a prompt the model cannot answer has high entropy. Too long
-prompts are dropped or refused per ``on_bad_row`` (``vicurl.long_prompts``; docs/configuration.md).
+prompts are dropped or refused per ``on_bad_row`` (``vicurl.data.long_prompts``; docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from vicurl.config.settings import SamplingSettings
+from vicurl.data.long_prompts import fit_sets
 from vicurl.evaluation.engines import generate_sets_with
 from vicurl.evaluation.grade import grade_records
 from vicurl.grading import is_equiv
-from vicurl.long_prompts import fit_sets
-from vicurl.settings import SamplingSettings
 
 COLUMNS = ["id", "k", "pass_rate", "difficulty", "semantic_entropy", "n_clusters", "no_answer_rate"]
 
@@ -91,7 +91,7 @@ def offline_statistics(
     """Rule prompt_stats: ``settings["k"]`` samples of the model per problem from ``engine``
     (``eval.engine``), graded, one row per prompt. ``settings``: the config's ``prompt_stats``;
     ``dataset``, ``on_bad_row``: the training set's name and its ``on_bad_row``; ``reproducible``: the
-    config key (`vicurl.settings.SamplingSettings`)."""
+    config key (`vicurl.config.settings.SamplingSettings`)."""
     kept, _ = fit_sets(model_dir, {dataset: problems}, max_new_tokens=settings["max_new_tokens"], policies=on_bad_row,
                        prompt_order=prompt_order, chat_template=chat_template,
                        max_model_len=(vllm_args or {}).get("max_model_len") if engine == "vllm" else None,

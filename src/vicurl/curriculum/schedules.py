@@ -11,7 +11,7 @@ SCHEDULES = ("linear", "constant")
 
 def curriculum_steps(total_steps: int, curriculum_steps: int | None = None) -> int:
     """The steps the curriculum's schedule spans (the T of T_curr = fraction T): the run's own,
-    or, for a run continuing another (`vicurl.runs`), the source run's: beta_t reaches 1 where the
+    or, for a run continuing another (`vicurl.config.runs`), the source run's: beta_t reaches 1 where the
     source run ends and stays there."""
     return int(curriculum_steps or total_steps)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from vicurl.data.sources import Location
-from vicurl.errors import InputError
+from vicurl.runtime.errors import InputError
 
 log = logging.getLogger(__name__)
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet"}

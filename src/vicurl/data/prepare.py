@@ -26,8 +26,8 @@ from vicurl.data import schema
 from vicurl.data.load import Loaded, RawRow, load
 from vicurl.data.normalize import BadRow, Context, Skip
 from vicurl.data.sources import DatasetSpec, resolve
-from vicurl.errors import InputError
-from vicurl.io import write_json
+from vicurl.runtime.errors import InputError
+from vicurl.runtime.io import write_json
 
 log = logging.getLogger(__name__)
 ID_FIELDS = ("unique_id", "id", "idx", "question_id", "Record ID")

@@ -22,8 +22,8 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from vicurl.errors import InputError
-from vicurl.io import atomic_path
+from vicurl.runtime.errors import InputError
+from vicurl.runtime.io import atomic_path
 
 COLUMNS = ["id", "source", "question", "answer", "solution", "answer_type", "options", "metadata"]
 ANSWER_TYPES = {"math", "multiple_choice", "float", "integer", "bool", "list", "option", "text"}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from vicurl.data import normalize as nz
-from vicurl.errors import ConfigError
+from vicurl.runtime.errors import ConfigError
 
 SYNTHETIC = "synthetic"
 ON_BAD_ROW = ("fail", "drop")

@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from vicurl.config.settings import TrainSettings
 from vicurl.data import schema
+from vicurl.data.prompts import rendered_example
 from vicurl.engines import workdir
-from vicurl.io import write_json
 from vicurl.models.fetch import fetched
-from vicurl.prompts import rendered_example
-from vicurl.provenance import provenance
-from vicurl.settings import TrainSettings
+from vicurl.runtime.io import write_json
+from vicurl.runtime.provenance import provenance
 
 
 def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set: str | Path, work_dir: str | Path,
@@ -22,12 +22,12 @@ def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set
           prompt_stats: str | None = None, start_from: Mapping[str, Any] | None = None,
           exit_with_parent: bool = False, tracking: Mapping[str, str | Path] | None = None,
           failure_logs: str | Path | None = None) -> None:
-    """Train ``settings`` (`vicurl.runs.train_settings`) from ``model_dir`` on ``train_set`` with
+    """Train ``settings`` (`vicurl.config.runs.train_settings`) from ``model_dir`` on ``train_set`` with
     ``engine`` (``local``: one CPU process; ``verl``: verl 0.9.1 on GPUs, ``verl`` its section),
     exporting the checkpoints and metrics; ``start_from``: a continued run's source work folder and
     step; ``run``: the run's identity for the provenance, ``config`` the resolved config;
     ``exit_with_parent``: verl's loop ends when the process that started this one does (Snakemake's job);
-    ``tracking``: each tracker's folder (`vicurl.tracking.folders`), where every step's metrics go too;
+    ``tracking``: each tracker's folder (`vicurl.runtime.tracking.folders`), where every step's metrics go too;
     ``failure_logs``: where a failed verl run's Ray and vLLM logs are copied (beside the job's log)."""
     settings = dict(settings)
     s = TrainSettings.from_dict(settings)
@@ -50,8 +50,8 @@ def train(settings: Mapping[str, Any], *, engine: str, model_dir: str, train_set
         data = {"long_prompts": trainer.long_prompts}
         if start_from:
             trainer.fork(start_from["work_dir"], start_from["step"])
-        from vicurl.runs import setting_of
-        from vicurl.tracking import Tracker
+        from vicurl.config.runs import setting_of
+        from vicurl.runtime.tracking import Tracker
 
         tracker = Tracker(tracking or {}, f"{setting_of(s.reward, s.curriculum)}-seed{s.seed}", settings,
                           training=workdir.training_id(work_dir))

@@ -25,15 +25,15 @@ import pandas as pd
 import torch
 from transformers import AutoTokenizer
 
-from vicurl import devices
 from vicurl.algos.grpo import grpo_loss, loss_config
+from vicurl.config.settings import TrainSettings
 from vicurl.curriculum import make_curriculum, schedules
+from vicurl.data.long_prompts import fit_training_set, write_report
 from vicurl.engines import step as engine_step
 from vicurl.engines import workdir
 from vicurl.engines.rollout import RolloutScorer, load_models, sequence_logprobs
-from vicurl.io import atomic_path, link_or_copy, write_text
-from vicurl.long_prompts import fit_training_set, write_report
-from vicurl.settings import TrainSettings
+from vicurl.runtime import devices
+from vicurl.runtime.io import atomic_path, link_or_copy, write_text
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class LocalTrainer:
     def __init__(self, cfg: TrainSettings, model_path: str | Path, train_df: pd.DataFrame, work_dir: str | Path,
                  prompt_stats: pd.DataFrame | None = None, device: str | torch.device = "cpu",
                  source: str = "the training set"):
-        """``device`` (``vicurl.devices.resolve``): the CPU by default, so local training keeps the
+        """``device`` (``vicurl.runtime.devices.resolve``): the CPU by default, so local training keeps the
         demo's numbers anywhere. ``source``: the training set's file, named in errors and in the log.
 
         Prompts over ``max_prompt_length`` tokens are dropped (``long_prompts: drop``; the count and
@@ -243,7 +243,7 @@ class LocalTrainer:
     def run(self, until_step: int | None = None, tracker=None) -> list[dict[str, Any]]:
         """Train to ``total_steps`` (or stop after ``until_step``), resuming from the latest checkpoint; each
         step's metrics row is appended to ``<work>/metrics.jsonl`` (`workdir.PROGRESS`) and logged to
-        ``tracker`` (`vicurl.tracking.Tracker`), as verl's loop does."""
+        ``tracker`` (`vicurl.runtime.tracking.Tracker`), as verl's loop does."""
         ckpt = self.latest_checkpoint()
         if ckpt is not None:
             self.load_checkpoint(ckpt)

@@ -24,14 +24,14 @@ import torch
 from transformers import AutoModelForCausalLM
 from verl.utils.torch_functional import logprobs_from_logits
 
-from vicurl import devices
-from vicurl import rewards as reward_sources
+from vicurl.algos import rewards as reward_sources
 from vicurl.algos.confidence import logprobs_and_entropy
+from vicurl.config.settings import TrainSettings
 from vicurl.curriculum import Batch, schedules
 from vicurl.engines import step as engine_step
 from vicurl.models import rope
-from vicurl.sampling import Rollouts, sample
-from vicurl.settings import TrainSettings
+from vicurl.models.sampling import Rollouts, sample
+from vicurl.runtime import devices
 
 
 def load_models(model_path: str | Path, settings: TrainSettings, device: torch.device,
@@ -115,7 +115,7 @@ class RolloutScorer:
     def __init__(self, policy, ref, tokenizer, device: torch.device, settings: TrainSettings,
                  train_df: pd.DataFrame, prompts: list[str]):
         """``train_df``, ``prompts``: the training rows (ids unique) and their prompt texts, row i's
-        ``prompts[i]`` (`vicurl.long_prompts.fit_training_set`); ``ref``: None without a KL term."""
+        ``prompts[i]`` (`vicurl.data.long_prompts.fit_training_set`); ``ref``: None without a KL term."""
         reward_sources.check_params(settings.reward, settings.reward_params)
         # TTRL's n_votes > G: sample n_votes per prompt, train on the first G, let all of them vote
         self.n_votes = int(settings.reward_params.get("n_votes") or settings.group_size)

@@ -3,7 +3,7 @@
 Given the G rollouts of B prompts (rows prompt-major: the G rollouts of prompt 0, then of
 prompt 1, ...), their response masks and pi_old's per-token entropies:
 
-``score``            rewards (`vicurl.rewards.group_rewards`), oracle correctness, group-normalized
+``score``            rewards (`vicurl.algos.rewards.group_rewards`), oracle correctness, group-normalized
                      advantages, confidences c(x), the prompts the reward keeps (EMPO)
 ``curriculum_batch`` what a curriculum sees (`vicurl.curriculum.Batch`)
 ``sequence_weights`` per-sequence loss weights w_j / beta-hat_t (zero for prompts the reward drops)
@@ -22,10 +22,10 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from vicurl import methods
-from vicurl import rewards as reward_sources
+from vicurl.algos import rewards as reward_sources
 from vicurl.algos.confidence import mean_token_entropy, prompt_confidence
 from vicurl.algos.grpo import group_advantages
+from vicurl.config import methods
 from vicurl.curriculum import Batch
 
 

@@ -19,18 +19,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from vicurl.io import write_json, write_text
+from vicurl.runtime.io import write_json, write_text
 
 PUBLISHED = "published.json"
 FINGERPRINT = "settings.sha256"
 PROGRESS = "metrics.jsonl"  # each step's metrics row, appended as the job trains (both engines; `vicurl.status`)
-HISTORY = "train.log"  # every job's log lines (`vicurl.workflow.setup`), kept when the folder is emptied
+HISTORY = "train.log"  # every job's log lines (`vicurl.runtime.workflow.setup`), kept when the folder is emptied
 TRAINING = "training_id"  # one training of the run, from step 0 to its end (its resumes too): W&B's run id
 JOB_START = time.time()  # the rows one job (one process) appends share it: `vicurl.status` times steps by it
 
 
 def fingerprint(settings: Mapping[str, Any]) -> str:
-    """A digest of the run's training settings (`vicurl.runs.train_settings`)."""
+    """A digest of the run's training settings (`vicurl.config.runs.train_settings`)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=list).encode()).hexdigest()
 
 

@@ -1,14 +1,12 @@
-"""Evaluation: sample responses, grade them, score pass@k.
+"""The evaluation: sample, grade, score.
 
-The pipeline is split so that each stage is a separate, restartable workflow job:
-
-``generate.generate_records``  model dir + problems -> one row per sample (text, length, truncated)
-``engines.generate_sets_with`` the same through `eval.engine`'s generator (transformers or vLLM)
-``grade.grade_records``        samples + problems   -> extracted answer, correct, no_answer
-``score.score``                graded samples       -> pass@k and length statistics for one run
-``checkpoint.grade_checkpoint`` one checkpoint's benchmarks -> graded samples and a score each
-``checkpoint.grade_run``       a run's checkpoints, one at a time -> verdicts and a score per (step, benchmark)
-``passk.pass_at_k``            the unbiased estimator of Chen et al. (2021)
-
-A grader change therefore never forces regeneration, and a scoring change never regrades.
+``jobs``           the evaluation's jobs as functions of paths and settings (their rules call them)
+``engines``        the switch between the two generators (``eval.engine``)
+``generate``       sampling with transformers (CPU)
+``vllm_generate``  sampling with vLLM (GPU)
+``records``        the per-sample records between generation and grading
+``grade``          grading sampled responses against the gold answers (``vicurl.grading``)
+``score``          one run's graded samples on one benchmark -> Pass@k and lengths
+``passk``          the unbiased pass@k estimator
+``checkpoint``     every benchmark of every evaluated checkpoint of a run, in one job
 """

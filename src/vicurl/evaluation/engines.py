@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from vicurl.settings import SamplingSettings
+from vicurl.config.settings import SamplingSettings
 
 ENGINES = ("transformers", "vllm")
 

@@ -1,7 +1,7 @@
 """Sample ``n`` responses per benchmark problem from a saved Hugging Face model with transformers.
 
 One output row per sample (``vicurl.evaluation.records``), stored as parquet so grading can be
-redone without regenerating. Runs on ``device`` (``vicurl.devices``: CUDA when present, in bf16;
+redone without regenerating. Runs on ``device`` (``vicurl.runtime.devices``: CUDA when present, in bf16;
 the CPU in float32). GPU clusters usually generate with vLLM instead (``vicurl.evaluation.engines``);
 it writes the same columns.
 """
@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from vicurl import devices
+from vicurl.config.settings import SamplingSettings
+from vicurl.data.long_prompts import generation_prompts, model_context
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS, empty, read_records, write_records  # noqa: F401 (re-exported)
-from vicurl.long_prompts import generation_prompts, model_context
-from vicurl.sampling import sample
-from vicurl.settings import SamplingSettings
+from vicurl.models.sampling import sample
+from vicurl.runtime import devices
 
 
 def load_model(model_dir: str | Path, device: str | torch.device = "auto"):
@@ -69,9 +69,9 @@ def generate_sets(
     Each set is sampled as if alone (its own ``sampling.seed``), so a set's records are those of
     ``generate_records`` on it: one job per checkpoint and one per benchmark write the same samples.
     Deterministic for a fixed (model, problems order, seed, batch_size, threads, device). Rows are
-    problem-major in the order of the set's ``problems``. ``device``: ``vicurl.devices.resolve``.
+    problem-major in the order of the set's ``problems``. ``device``: ``vicurl.runtime.devices.resolve``.
     A prompt longer than the model's context minus ``max_new_tokens`` is refused, naming the set and
-    the row: the caller drops such problems first where their dataset says so (``vicurl.long_prompts.fit_sets``).
+    the row: the caller drops such problems first where their dataset says so (``vicurl.data.long_prompts.fit_sets``).
     """
     for problems in problem_sets.values():
         check_problems(problems, sampling.n)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from vicurl.data import schema
 from vicurl.evaluation.records import combine, combine_steps, dropped_problems, read_meta, read_records, write_records
-from vicurl.io import atomic_path, write_json
+from vicurl.runtime.io import atomic_path, write_json
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ LAYOUTS = ("checkpoint", "run")  # `eval.generate_per`
 def sampling_seed(run_seed: int, step: int) -> int:
     """The evaluation's sampling seed: it follows the run's seed and the step. A rerun reproduces the samples
     on the transformers path, and through vLLM where ``reproducible`` seeds every request (on a GPU with
-    batch-invariant kernels); by default vLLM's engine stream alone is seeded (docs/verl.md, "Reproducibility")."""
+    batch-invariant kernels); by default vLLM's engine stream alone is seeded (docs/gpu.md, "Reproducibility")."""
     return int(run_seed) * 1_000_003 + int(step)
 
 
@@ -36,8 +36,8 @@ def generate(model_dir: str | Mapping[int, str], problems: Mapping[str, str | Pa
     (name -> problems file), or of every checkpoint of a run (``model_dir``: step -> path), written
     to ``out`` in that layout. A problem whose prompt the model's context cannot hold with the
     response budget is dropped and counted (the file's metadata) or refuses the job, as its
-    ``on_bad_row`` says (`vicurl.long_prompts.fit_sets`). ``eval``: the config's `eval` settings;
-    ``reproducible``: the config key (`vicurl.settings.SamplingSettings`)."""
+    ``on_bad_row`` says (`vicurl.data.long_prompts.fit_sets`). ``eval``: the config's `eval` settings;
+    ``reproducible``: the config key (`vicurl.config.settings.SamplingSettings`)."""
     sets = {b: schema.read(path) for b, path in problems.items()}
     sources = {b: f"{b} ({path})" for b, path in problems.items()}
     kw = dict(eval=eval, run_seed=run_seed, on_bad_row=on_bad_row, prompt_order=prompt_order,
@@ -55,9 +55,9 @@ def generate(model_dir: str | Mapping[int, str], problems: Mapping[str, str | Pa
 def _generate_checkpoint(model_dir, sets, *, step, eval, run_seed, on_bad_row, prompt_order, chat_template,
                          device, threads, sources, reproducible):
     """Every benchmark's records of one checkpoint, and what was left out as too long for it."""
+    from vicurl.config.settings import SamplingSettings
+    from vicurl.data.long_prompts import fit_sets
     from vicurl.evaluation.engines import generate_sets_with
-    from vicurl.long_prompts import fit_sets
-    from vicurl.settings import SamplingSettings
 
     problem_sets, long_prompts = fit_sets(
         model_dir, sets, max_new_tokens=eval["max_new_tokens"], policies=on_bad_row,

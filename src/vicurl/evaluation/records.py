@@ -8,7 +8,7 @@ truncated   bool  no EOS within ``max_new_tokens``
 
 Both generation paths write these columns; a checkpoint's file (``eval.generate_per``) adds a
 ``benchmark`` column in front, a run's file a ``step`` column before that. A file's metadata
-(``read_meta``) keeps, per benchmark, the `vicurl.long_prompts.fit_sets` report of the problems
+(``read_meta``) keeps, per benchmark, the `vicurl.data.long_prompts.fit_sets` report of the problems
 dropped for a prompt too long (a run's file: one entry per step under ``steps``). This module
 imports neither torch nor transformers, so grading jobs start fast.
 """
@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from vicurl.io import atomic_path
+from vicurl.runtime.io import atomic_path
 
 RECORD_COLUMNS = ["problem_id", "sample_idx", "text", "n_tokens", "truncated"]
 DTYPES = {"problem_id": str, "sample_idx": "int64", "text": str, "n_tokens": "int64", "truncated": bool}

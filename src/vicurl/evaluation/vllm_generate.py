@@ -23,15 +23,15 @@ from typing import Any
 
 import pandas as pd
 
+from vicurl.config.settings import SamplingSettings
+from vicurl.data.long_prompts import generation_prompts, model_context
+from vicurl.data.prompts import prompt_token_ids
 from vicurl.evaluation.generate import check_problems
 from vicurl.evaluation.records import DTYPES, RECORD_COLUMNS
-from vicurl.long_prompts import generation_prompts, model_context
-from vicurl.prompts import prompt_token_ids
-from vicurl.settings import SamplingSettings
 
 # Every name of vLLM the project uses (here and in the tests), with the parameters or attributes it
 # relies on: one list, checked against the installed vLLM by tests/gpu_path/test_vllm_engine.py
-# (docs/verl.md: which versions were checked).
+# (docs/rehearsal.md, "Versions": which versions were checked).
 VLLM_NAMES = {
     "LLM": ("model", "seed"),  # vllm.LLM(model, seed, **eval.vllm): the engine arguments pass through
     "LLM.generate": ("prompts", "sampling_params", "use_tqdm"),  # outputs in the prompts' order
@@ -61,7 +61,7 @@ def generate_sets_vllm(
     alone; without, the requests draw from the engine's stream (seeded by ``sampling.seed``). ``engine_args``: keyword arguments of ``vllm.LLM``
     (tensor_parallel_size, gpu_memory_utilization, max_model_len, dtype, ...). A prompt longer than the
     context vLLM serves minus ``max_new_tokens`` is refused, naming the set and the row, as on the CPU
-    path (the caller drops such problems first where their dataset says so: ``vicurl.long_prompts.fit_sets``).
+    path (the caller drops such problems first where their dataset says so: ``vicurl.data.long_prompts.fit_sets``).
     ``llm``: an engine ``start_engine(model_dir, ..., engine_args)`` started, reused (with seeded requests
     the samples depend on their seeds only); by default one is started and shut down."""
     s = sampling
@@ -121,8 +121,8 @@ def serving_args(engine_args: dict[str, Any] | None, prompts: list[dict], max_ne
 def start_engine(model_dir: str, seed: int, engine_args: dict[str, Any] | None = None, reproducible: bool = False):
     """``vllm.LLM`` on ``model_dir`` (``engine_args``: the config's ``eval.vllm``), batch-invariant where
     ``reproducible`` asks it on a GPU (``batch_invariance``), with no kernel compiled at run time and its
-    sockets' paths short (`vicurl.vllm_env`)."""
-    from vicurl import vllm_env
+    sockets' paths short (`vicurl.runtime.vllm_env`)."""
+    from vicurl.runtime import vllm_env
 
     vllm_env.prepare()  # before vLLM's import: a release that reads its variables at import still sees them
     os.environ.update(batch_invariance(reproducible))
@@ -136,7 +136,7 @@ def batch_invariance(reproducible: bool, cuda: bool | None = None) -> dict[str, 
     depend on the requests beside it: asked (``reproducible``) on a GPU. vLLM's batch-invariant kernels are
     Triton (GPU) kernels, its CPU build fails to start with them, and its CPU kernels are batch-invariant as
     they are (tests/gpu_path/test_vllm_engine.py). vLLM's engine process is spawned here
-    (`vicurl.vllm_env`), but a process started otherwise may fork it, and a driver asked before a fork leaves the
+    (`vicurl.runtime.vllm_env`), but a process started otherwise may fork it, and a driver asked before a fork leaves the
     child without a usable CUDA: not asked, CUDA is left untouched; asked, the GPUs are counted through NVML
     (``torch.cuda.device_count``; ``is_available`` would initialize the driver)."""
     if not reproducible:

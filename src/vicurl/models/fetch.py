@@ -29,7 +29,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from vicurl.io import write_json
+from vicurl.runtime.io import write_json
 
 log = logging.getLogger(__name__)
 
@@ -134,10 +134,10 @@ def with_manifests(commits: dict[str, dict[str, str]],
 def keep_commit(path: str | Path, hub_id: str, requested: str | None, commit: str, replace: bool = True) -> None:
     """Record that ``requested`` (None: the main branch) resolved to ``commit`` for ``hub_id`` in the kept
     commits, beside its other revisions' (under a lock: several fetches may run at once, on file systems that
-    refuse ``flock`` too: `vicurl.io.exclusive`); ``replace=False``: only where none is kept."""
+    refuse ``flock`` too: `vicurl.runtime.io.exclusive`); ``replace=False``: only where none is kept."""
     import yaml
 
-    from vicurl.io import exclusive, write_text
+    from vicurl.runtime.io import exclusive, write_text
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

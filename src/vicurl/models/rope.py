@@ -8,7 +8,7 @@ position 3,500 up to 4.3 radians (base 10,000, head dimension 128: Qwen2.5-Math)
 or 6.3 (500,000: Llama 3.2). A model cast so attends with other rotations than the
 same weights in vLLM, in ``from_pretrained``'s bf16 or under FSDP's mixed precision (which casts
 parameters, not buffers). verl casts the reference so when ``ref.fsdp_config.model_dtype`` is bf16
-(`vicurl.engines.verl.rope_fp32`), the local engine its bf16 sampler.
+(`vicurl.engines.verl.patches.rope_fp32`), the local engine its bf16 sampler.
 """
 
 from __future__ import annotations

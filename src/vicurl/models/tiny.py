@@ -26,9 +26,9 @@ from typing import Any, Mapping
 import pandas as pd
 import torch
 
-from vicurl.io import atomic_path
-from vicurl.prompts import build_prompt, prompt_token_ids
-from vicurl.provenance import cpu_info
+from vicurl.data.prompts import build_prompt, prompt_token_ids
+from vicurl.runtime.io import atomic_path
+from vicurl.runtime.provenance import cpu_info
 
 PAD_TOKEN = "<|pad|>"
 EOS_TOKEN = "<|endoftext|>"
@@ -485,9 +485,9 @@ def evaluate_levels(
     """Per level (``metadata.level``; ``all`` too): Pass@1 with ``n`` samples per prompt, the
     share of responses ending in EOS and holding a ``\\boxed{}``, mean length and mean token
     entropy (with its spread over prompts). A sanity/calibration report, not the evaluation."""
+    from vicurl.algos.rewards import Group, oracle
     from vicurl.grading import extract_boxed
-    from vicurl.rewards import Group, oracle
-    from vicurl.sampling import sample
+    from vicurl.models.sampling import sample
 
     prompts = [build_prompt(q, prompt_order) for q in df["question"]]
     r = sample(model, tokenizer, prompts, n, temperature=temperature, top_p=top_p,

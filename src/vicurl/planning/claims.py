@@ -27,7 +27,7 @@ from typing import Any, Mapping
 import pandas as pd
 import yaml
 
-from vicurl.errors import ConfigError
+from vicurl.runtime.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
 CLAIMS = REPO / "config" / "claims.yaml"

@@ -1,7 +1,7 @@
 """Estimated A100 time of every GPU job (and the grading's samples) of a config: the cost model.
 
 The work of each job follows from the config (the same run, evaluation and probe lists as the
-workflow: ``vicurl.runs``) and each model's architecture (``architecture``: a paper model's published
+workflow: ``vicurl.config.runs``) and each model's architecture (``architecture``: a paper model's published
 transformers config, the ``config.json`` of a fetched, built or local folder, or a parameter count
 the config gives). Time = work / throughput, the throughputs stated in
 ``Assumptions``:
@@ -30,7 +30,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Mapping
 
-from vicurl import runs as runs_lib
+from vicurl.config import runs as runs_lib
 
 # The paper's models (config `models.*.hub_id`): their published transformers configs
 ARCHS = {
@@ -161,7 +161,7 @@ def _rows(path: Path) -> int:
         return sum(1 for line in f if line.strip())
 
 
-# verl's step 1 at Qwen2.5-Math-1.5B's shape on one H200 (docs/verl.md, "What has run on a GPU"): 64 rows of
+# verl's step 1 at Qwen2.5-Math-1.5B's shape on one H200 (docs/measurements.md, "What has run on a GPU"): 64 rows of
 # 506 + 3,072 tokens, the old-policy pass 3.681 s + the reference 3.379 s + the update 20.201 s
 MEASURED_STEP = dict(hub_id="Qwen/Qwen2.5-Math-1.5B", rows=64, context=506 + 3072, seconds=3.681 + 3.379 + 20.201,
                      head_peak=790e12)

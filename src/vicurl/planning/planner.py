@@ -26,12 +26,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import yaml
 
-from vicurl import checks
-from vicurl import runs as runs_lib
-from vicurl.errors import ConfigError
+from vicurl.config import checks
+from vicurl.config import runs as runs_lib
 from vicurl.planning import claims as claims_lib
 from vicurl.planning import cost, stats
 from vicurl.planning.claims import Arm, Claim
+from vicurl.runtime.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
 PAPER = REPO / "config" / "paper.yaml"

@@ -1,2 +1,5 @@
-"""Variance probes: the action and problem variances of Theorem "Variance Decomposition",
-measured on real gradients at training checkpoints (``probe.py``; estimators in ``variance.py``)."""
+"""The variance probes (the paper's Section 5.3).
+
+``probe``     one probe of a run at one checkpoint: real per-rollout gradients, kept vs full
+``variance``  Monte-Carlo estimates of the action and problem variance (Theorem "Variance Decomposition")
+"""

@@ -24,15 +24,15 @@ import pandas as pd
 import torch
 from transformers import AutoTokenizer
 
-from vicurl import devices
 from vicurl.algos.grpo import grpo_loss, loss_config
+from vicurl.config.methods import probeable
+from vicurl.config.settings import TrainSettings
 from vicurl.curriculum import Selection, make_curriculum
+from vicurl.data.long_prompts import fit_training_set
 from vicurl.engines.rollout import RolloutScorer, ScoredRollouts, load_models, sequence_logprobs
 from vicurl.engines.step import seed_for
-from vicurl.long_prompts import fit_training_set
-from vicurl.methods import probeable
 from vicurl.probes import variance
-from vicurl.settings import TrainSettings
+from vicurl.runtime import devices
 
 METHODS = ("exact", "streaming", "sketch")
 
@@ -73,7 +73,7 @@ def run_probe(
     probe: ProbeConfig,
     device: str | torch.device = "auto",
 ) -> dict[str, Any]:
-    """One probe (module docstring); ``device``: ``vicurl.devices.resolve``, the config's ``device``."""
+    """One probe (module docstring); ``device``: ``vicurl.runtime.devices.resolve``, the config's ``device``."""
     check(train_cfg, probe)
     t0 = time.perf_counter()
     device = devices.resolve(device)

@@ -1,12 +1,19 @@
 """config/gpu_smoke.yaml without the Hub: its whole DAG on stand-ins (`vicurl.rehearsal.stand_ins`: a
 tiny model in Qwen2.5-Instruct's chat format, made-up DeepScaleR and AMC 2023 rows), on a GPU with
 the GPU path's own settings, or on a CPU with vLLM's CPU build. What differs between the two is
-config/gpu_smoke_cpu.yaml and `vicurl.cpu_rehearsal` (the CPU's settings and environment), nothing
-else (docs/verl.md, "The GPU path on a CPU").
+config/gpu_smoke_cpu.yaml and `vicurl.rehearsal.cpu` (the CPU's settings and environment), nothing
+else (docs/rehearsal.md).
 
     python -m vicurl.rehearsal gpu [SNAKEMAKE ARGS]   # make rehearse-gpu -> results/gpu_smoke_offline/
     python -m vicurl.rehearsal cpu [SNAKEMAKE ARGS]   # make rehearse     -> results/gpu_smoke_cpu/
     python -m vicurl.rehearsal stand-ins DIR          # the stand-in model and data files
+
+``stand_ins``  the stand-in model and data files
+``cpu``        the GPU path on a CPU: the settings and environment vLLM's CPU build and verl need there
+               (``python -m vicurl.rehearsal.cpu env | alias-vllm``)
+``verl_cpu``   verl on a CPU: a platform named ``cpu`` and the patches of verl internals that assume a GPU
+``vllm_cpu``   vLLM's CPU build under verl's weight sync: each linear layer computes with its own weight
+``__main__``   ``python -m vicurl.rehearsal``
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ def command(device: str, workdir: str | Path = ".", args=DEFAULT_ARGS) -> tuple[
         stand_ins.write(workdir / STAND_INS)
     env = dict(os.environ)
     if device == "cpu":
-        from vicurl.cpu_rehearsal import environment
+        from vicurl.rehearsal.cpu import environment
 
         env.update(environment())
     cmd = [sys.executable, "-m", "snakemake", *args, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),

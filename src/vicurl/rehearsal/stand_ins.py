@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from vicurl.data import synthetic
-from vicurl.io import atomic_path
+from vicurl.runtime.io import atomic_path
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")

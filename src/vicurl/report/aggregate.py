@@ -19,7 +19,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from vicurl.runs import setting_of
+from vicurl.config.runs import setting_of
 
 ID_KEYS = ("study", "model", "reward", "curriculum", "seed", "step", "benchmark")
 GROUP_KEYS = ("study", "model", "reward", "curriculum", "step", "benchmark")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pandas as pd
 import yaml
 
-from vicurl.errors import ConfigError
+from vicurl.runtime.errors import ConfigError
 
 if TYPE_CHECKING:
     from vicurl.report.findings import Finding

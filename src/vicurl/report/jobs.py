@@ -10,8 +10,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from vicurl.config.runs import BASE, setting_of
 from vicurl.report.aggregate import read_metrics
-from vicurl.runs import BASE, setting_of
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +116,8 @@ def claim_findings(*, claims: Sequence[Mapping[str, Any]], scores: Mapping[str, 
 
 def _write_findings(table: pd.DataFrame, alpha: float, title: str, scenario: str, setting: Sequence[str],
                     departed: Sequence[str], decomposition: Sequence[str], markdown, tex, csv) -> pd.DataFrame:
-    from vicurl.io import atomic_path, write_text
     from vicurl.report import findings as F
+    from vicurl.runtime.io import atomic_path, write_text
 
     write_text(markdown, F.render_markdown(table, setting, title, scenario, departed, decomposition, alpha))
     write_text(tex, F.render_latex(table, f"{title}. Verdict rule: {F.RULE}.", scenario))

@@ -1,6 +1,6 @@
 """The names the paper prints for rewards, curricula and settings (tables and figures).
 
-The names themselves are the catalog's (`vicurl.methods`: a curriculum's ``label``, a reward's
+The names themselves are the catalog's (`vicurl.config.methods`: a curriculum's ``label``, a reward's
 ``title``, ``label`` and ``baseline``); these functions make a table row, a figure legend and a
 block title agree. Every name is a default: a table's config can set its own row label or block
 title. A name the catalog lacks prints as itself.
@@ -8,8 +8,8 @@ title. A name the catalog lacks prints as itself.
 
 from __future__ import annotations
 
-from vicurl import methods
-from vicurl.runs import BASE  # the Base (No RL) setting's name, read where labels are made
+from vicurl.config import methods
+from vicurl.config.runs import BASE  # the Base (No RL) setting's name, read where labels are made
 
 BASE_LABEL = "Base (No RL)"
 

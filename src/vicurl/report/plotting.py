@@ -1,7 +1,7 @@
 """Shared figure plumbing: headless matplotlib, the paper's colors, atomic saving in several formats.
 
 Every figure function takes ``out``: one path or a list of paths; each is written atomically
-(``vicurl.io.atomic_path``) in the format its suffix names (``.png``, ``.pdf``), so a killed job
+(``vicurl.runtime.io.atomic_path``) in the format its suffix names (``.png``, ``.pdf``), so a killed job
 never leaves half a figure that a rerun would trust.
 """
 
@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from vicurl.io import atomic_path
+from vicurl.runtime.io import atomic_path
 
 #: the paper's colors: learning curves (Figure "learning_curves_grid"), variance (Figures
 #: "variance_ratio" and "variance_absolute")

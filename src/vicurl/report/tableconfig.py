@@ -15,8 +15,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from vicurl import methods
-from vicurl import runs as runs_lib
+from vicurl.config import methods
+from vicurl.config import runs as runs_lib
 from vicurl.report import labels as L
 from vicurl.report.aggregate import AVERAGE_STD
 

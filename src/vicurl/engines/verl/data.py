@@ -2,12 +2,12 @@
 
 verl's ``RLHFDataset`` reads a parquet with ``prompt`` (chat messages), ``data_source``,
 ``reward_model.ground_truth`` and ``extra_info``. The prompt text is the one the local engine
-conditions on (`vicurl.prompts.build_prompt`, chat template applied when the model uses one),
+conditions on (`vicurl.data.prompts.build_prompt`, chat template applied when the model uses one),
 carried as a single user message that the launcher's pass-through chat template
 (``VERBATIM_TEMPLATE``) renders unchanged: both engines tokenize the same string. The grading
 fields (id, answer type, options) ride in ``extra_info`` for the trainer's reward hook. Prompts
 over ``train.max_prompt_length`` tokens are dropped or refused before this, as on the CPU engine
-(`vicurl.long_prompts`).
+(`vicurl.data.long_prompts`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 from vicurl.engines.workdir import PROGRESS, read_metrics
-from vicurl.io import atomic_path, link_or_copy
+from vicurl.runtime.io import atomic_path, link_or_copy
 
 TRACKER = "latest_checkpointed_iteration.txt"  # verl's record of its last complete save
 
@@ -98,7 +98,7 @@ def missing_exports(work_dir: str | Path, export_steps, checkpoint_dir: str | Pa
 def repair_exports(work_dir: str | Path, export_steps, checkpoint_dir: str | Path, base_model: str | Path) -> list[int]:
     """Redo the missing exports whose checkpoint is still on disk; the ones verl already rotated
     away cannot be redone: an error naming them (the run must restart). The half-written folders a
-    killed export left (`vicurl.io.atomic_path`'s, a whole model each) go first: a job that starts owns
+    killed export left (`vicurl.runtime.io.atomic_path`'s, a whole model each) go first: a job that starts owns
     its work folder, so no export of its is under way."""
     for stale in (Path(work_dir) / "exports").glob(".step*.tmp"):
         shutil.rmtree(stale, ignore_errors=True)
@@ -139,7 +139,7 @@ def checkpoint_dir(work_dir: str | Path) -> Path:
 
 
 def fork(source_work_dir: str | Path, work_dir: str | Path, step: int) -> None:
-    """Start a run from the final save (step ``step``) of the run it continues (`vicurl.runs`):
+    """Start a run from the final save (step ``step``) of the run it continues (`vicurl.config.runs`):
     verl's ``global_step_N`` folder (model and optimizer shards, dataloader state, the
     curriculum's state) hard-linked into this run's checkpoints (copied across file systems), the
     per-step metrics copied, and verl's tracker written last, naming step N: verl's

@@ -1,5 +1,5 @@
 """verl's training loop on one run's Hydra overrides, in the process the train job supervises
-(`vicurl.engines.verl.supervise`; the launcher writes the overrides and starts it):
+(`vicurl.runtime.supervise`; the launcher writes the overrides and starts it):
 
     python -m vicurl.engines.verl.fit <work>/verl_overrides.json
 

@@ -30,14 +30,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from vicurl import rewards as reward_sources
+from vicurl.algos import rewards as reward_sources
 from vicurl.algos.grpo import outcome_to_token_rewards
-from vicurl.checks import verl_refusal
+from vicurl.config.checks import verl_refusal
+from vicurl.config.settings import TrainSettings
 from vicurl.curriculum import Batch, Selection, make_curriculum, schedules
 from vicurl.engines import step as engine_step
 from vicurl.engines import workdir
-from vicurl.sampling import decode_responses
-from vicurl.settings import TrainSettings
+from vicurl.models.sampling import decode_responses
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@
 
 (the train rule calls ``run`` directly when ``engine: verl``). verl's config is ``CONFIG``
 (``vicurl_ppo_trainer.yaml``: verl's ``ppo_trainer`` and what every run sets the same way) with
-``overrides``, a pure function of the run's settings (`vicurl.runs.train_settings`) and the config's
+``overrides``, a pure function of the run's settings (`vicurl.config.runs.train_settings`) and the config's
 ``verl`` section: the values computed from them, the run's paths, then ``verl.overrides``. A test
 composes it (``compose``) for every run of config/paper.yaml.
 """
@@ -25,14 +25,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
-from vicurl import tracking as vicurl_tracking
-from vicurl import vllm_env
+from vicurl.config.methods import proposing
+from vicurl.config.runs import setting_of
+from vicurl.config.settings import TrainSettings, VerlSettings
 from vicurl.engines import workdir
-from vicurl.engines.verl import colocate_socket, export, rollout_seeds
+from vicurl.engines.verl import export
 from vicurl.engines.verl.data import VERBATIM_TEMPLATE
-from vicurl.methods import proposing
-from vicurl.runs import setting_of
-from vicurl.settings import TrainSettings, VerlSettings
+from vicurl.engines.verl.patches import colocate_socket, rollout_seeds
+from vicurl.runtime import tracking as vicurl_tracking
+from vicurl.runtime import vllm_env
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
               verl: VerlSettings | dict[str, Any] | None = None, prompt_stats: str | None = None,
               start_step: int = 0, tracking: dict[str, Any] | None = None) -> list[str]:
     """verl Hydra overrides of one run's job that starts after step ``start_step`` (the GRPO settings are
-    the paper's hyperparameter table); ``tracking``: the trackers it logs to (`vicurl.tracking`)."""
+    the paper's hyperparameter table); ``tracking``: the trackers it logs to (`vicurl.runtime.tracking`)."""
     s = TrainSettings.of(settings)
     v = verl if isinstance(verl, VerlSettings) else VerlSettings.from_dict(verl)
     b, g, total = int(s.batch_size), int(s.group_size), int(s.total_steps)
@@ -90,7 +91,7 @@ def overrides(settings: TrainSettings | dict[str, Any], *, model_path: str, trai
         "actor_rollout_ref.model.custom_chat_template": VERBATIM_TEMPLATE,
         # verl's model config asks transformers for flash_attention_2 unless told otherwise, and the vllm
         # extra does not install flash-attn: the packed sequences' own attention through torch's varlen kernel
-        # (varlen_attention, registered in every process: VERL_MODULES; docs/verl.md, "Attention")
+        # (varlen_attention, registered in every process: VERL_MODULES; docs/engine.md, "Attention")
         "+actor_rollout_ref.model.override_config.attn_implementation": str(v.attn_implementation),
         "actor_rollout_ref.actor.optim.lr": float(s.lr),
         "actor_rollout_ref.actor.optim.weight_decay": float(s.weight_decay),
@@ -176,7 +177,7 @@ def run(settings: TrainSettings | dict[str, Any], model_path: str, train_set: st
     """Train (resuming from ``work_dir``), then publish the exports and metrics (GPU machine).
     ``start_from`` (``{"work_dir", "step"}``): a run continuing another starts from that run's last
     save (`export.fork`); ``exit_with_parent``: see `train`; ``tracking``: each tracker's folder
-    (`vicurl.tracking`). Returns what the run's provenance records of it (the prompts dropped as too long)."""
+    (`vicurl.runtime.tracking`). Returns what the run's provenance records of it (the prompts dropped as too long)."""
     from vicurl.engines.verl.hook import check_settings
 
     s = check_settings(settings)
@@ -219,9 +220,9 @@ def prepare(settings: TrainSettings | dict[str, Any], model_path: str, train_set
     from transformers import AutoTokenizer
 
     from vicurl.data import schema
+    from vicurl.data.long_prompts import fit_training_set, write_report
     from vicurl.engines.verl.data import to_verl_frame
-    from vicurl.io import atomic_path, write_json
-    from vicurl.long_prompts import fit_training_set, write_report
+    from vicurl.runtime.io import atomic_path, write_json
 
     s = TrainSettings.of(settings)
     write_json(work / "settings.json", asdict(s))
@@ -241,15 +242,15 @@ def train(settings: TrainSettings, model_path: str, work: Path, verl: VerlSettin
           prompt_stats: str | None, n_train: int, exit_with_parent: bool = False, start_step: int = 0,
           tracking: dict[str, str | Path] | None = None, failure_logs: str | Path | None = None) -> None:
     """verl's GRPO loop with ``VICuRLTrainer`` (resume_mode auto: from verl's last save in ``work``), in a
-    process of its own (`vicurl.engines.verl.fit`) that `vicurl.engines.verl.supervise` ends, with every
+    process of its own (`vicurl.engines.verl.fit`) that `vicurl.runtime.supervise` ends, with every
     Ray and vLLM process of the run, when a step outlasts ``verl.step_timeout`` minutes, vLLM's engine
     dies, the job is stopped or (``exit_with_parent``) the job's parent ends. The overrides: ``<work>/verl_overrides.json``.
     A failed run's Ray and vLLM logs, which live in the job's temp folder, are copied to
     ``failure_logs/<time>`` (default ``<work>/failed_logs``) first, and its error names them there."""
     from transformers import AutoConfig
 
-    from vicurl.engines.verl import supervise
-    from vicurl.io import write_json
+    from vicurl.runtime import supervise
+    from vicurl.runtime.io import write_json
 
     v = verl if isinstance(verl, VerlSettings) else VerlSettings.from_dict(verl)
     ov, env = job_overrides(settings, model_path, work, v, prompt_stats, n_train, start_step, tracking,
@@ -326,21 +327,21 @@ def ray_worker_variables(env: Mapping[str, str], base: Mapping[str, str]) -> lis
     patches and PYTHONPATH, the run's socket token, vLLM's sampler, the trackers' folders; verl's trainer itself
     runs in a Ray worker) through verl's ``ray_init.runtime_env``. On one node the workers inherit them from the
     run's own Ray (`overrides`); the workers of a user's cluster of several nodes, started by `ray start`, get
-    only these. The socket links of `vicurl.vllm_env.short_sockets`, which exist on the job's node alone, are
+    only these. The socket links of `vicurl.runtime.vllm_env.short_sockets`, which exist on the job's node alone, are
     not among them."""
     return [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={_q(v)}" for k, v in sorted(env.items()) if base.get(k) != v]
 
 
 # the project's patches of verl, imported by `import verl` in every process of a run (Ray's workers and vLLM's
 # worker processes inherit the variable): each answers a line of verl 0.9.1 that a test watches
-VERL_MODULES = ("vicurl.engines.verl.fsdp_wrap", "vicurl.engines.verl.colocate_socket",
-                "vicurl.engines.verl.varlen_attention", "vicurl.engines.verl.rope_fp32")
+VERL_MODULES = ("vicurl.engines.verl.patches.fsdp_wrap", "vicurl.engines.verl.patches.colocate_socket",
+                "vicurl.engines.verl.varlen_attention", "vicurl.engines.verl.patches.rope_fp32")
 
 
 def verl_environment(env: dict[str, str]) -> dict[str, str]:
     """The variables a run's processes need besides ``env``: the project's verl patches added to
     VERL_USE_EXTERNAL_MODULES, the run's own weight-sync sockets (`colocate_socket.TOKEN`, fresh for each
-    job), vLLM with nothing to compile (`vicurl.vllm_env.environment`; its start method left to vLLM, which
+    job), vLLM with nothing to compile (`vicurl.runtime.vllm_env.environment`; its start method left to vLLM, which
     spawns in verl's Ray actors and passes them the run's Ray address)."""
     modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     modules += [m for m in VERL_MODULES if m not in modules]
@@ -362,7 +363,7 @@ def worker_pythonpath() -> str:
 def publish(work_dir: str | Path, export_steps, checkpoints: str | Path, metrics: str | Path) -> None:
     """Copy ``<work>/exports/step{N}`` to ``checkpoints/step{N}`` and write ``metrics.jsonl``."""
     from vicurl.engines.workdir import PROGRESS, read_metrics
-    from vicurl.io import write_text
+    from vicurl.runtime.io import write_text
 
     for step in export_steps:
         src = export.export_dir(work_dir, step)
@@ -374,7 +375,7 @@ def publish(work_dir: str | Path, export_steps, checkpoints: str | Path, metrics
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--settings", required=True, help="the run's train_config.json (vicurl.runs.train_settings)")
+    p.add_argument("--settings", required=True, help="the run's train_config.json (vicurl.config.runs.train_settings)")
     p.add_argument("--model", required=True)
     p.add_argument("--train-set", required=True)
     p.add_argument("--work-dir", required=True)
@@ -388,7 +389,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--failure-logs", metavar="DIR",
                    help="where a failed run's Ray and vLLM logs are copied (default: WORK_DIR/failed_logs)")
     p.add_argument("--tracking", nargs="+", default=[], metavar="NAME=DIR",
-                   help=f"a tracker ({', '.join(vicurl_tracking.LOGGERS)}) and its folder for this run (vicurl.tracking)")
+                   help=f"a tracker ({', '.join(vicurl_tracking.LOGGERS)}) and its folder for this run (vicurl.runtime.tracking)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     verl = json.loads(Path(a.verl_config).read_text()) if a.verl_config else None

@@ -1,12 +1,12 @@
 """``VICuRLTrainer``: verl 0.9.1's legacy ``RayPPOTrainer`` with the VI-CuRL step hooked in.
 
-The hook contract, written here only (`vicurl.engines.verl` and docs/verl.md point here): six of
+The hook contract, written here only (`vicurl.engines.verl` and docs/engine.md point here): six of
 verl's methods are overridden (``OVERRIDES``, with verl 0.9.1's signatures, which a test checks
 against the installed verl together with the order in which ``fit`` calls them), each calling
 verl's own; ``fit()`` is not copied.
 
 ``init_workers``  verl's rollout manager, wrapped so that, where the config asks (``reproducible``),
-    every rollout request carries its own seed (`vicurl.engines.verl.rollout_seeds`): the samples
+    every rollout request carries its own seed (`vicurl.engines.verl.patches.rollout_seeds`): the samples
     follow from the run's seed, resumed or not; it also times each step's generation.
 ``_create_dataloader``  for curricula that choose each step's prompts (AdaRFT, SENT) the training
     sampler is ``CurriculumSampler`` (`vicurl.engines.verl.sampler`): each step's batch is the
@@ -49,7 +49,7 @@ verl's own; ``fit()`` is not copied.
     the run's last step is refused (verl's ``fit`` would train one step more).
 
 The run's settings come from the config section ``vicurl`` the launcher adds
-(``vicurl.settings``: a JSON file of `vicurl.runs.train_settings`, ``vicurl.train_set``,
+(``vicurl.config.settings``: a JSON file of `vicurl.config.runs.train_settings`, ``vicurl.train_set``,
 ``vicurl.work_dir``, ``vicurl.vocab_size``, ``vicurl.base_model``, ``vicurl.prompt_stats`` for
 AdaRFT and SENT).
 """
@@ -70,13 +70,13 @@ from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_response_mask
 from verl.utils import tensordict_utils as tu
 from verl.utils.metric import reduce_metrics
 
+from vicurl.config.settings import TrainSettings
 from vicurl.engines import workdir
 from vicurl.engines.verl import export
 from vicurl.engines.verl.hook import Hook, rollout_agreement
-from vicurl.engines.verl.rollout_seeds import SeededRollouts
+from vicurl.engines.verl.patches.rollout_seeds import SeededRollouts
 from vicurl.engines.verl.sampler import CurriculumSampler, proposes
-from vicurl.io import write_json
-from vicurl.settings import TrainSettings
+from vicurl.runtime.io import write_json
 
 CURRICULUM_STATE = "vicurl_curriculum.json"  # next to verl's data.pt in global_step_N/
 

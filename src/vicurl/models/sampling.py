@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from transformers import GenerationConfig
 
-from vicurl.prompts import prompt_token_ids
+from vicurl.data.prompts import prompt_token_ids
 
 
 @dataclass

@@ -15,7 +15,7 @@ is sharded as before (verl passes ``reshard_after_forward=True``, workers/engine
 
 verl imports this module in every process of a run (the launcher names it in ``VERL_USE_EXTERNAL_MODULES``:
 `vicurl.engines.verl.launch.verl_environment`), on a GPU and a CPU. ``PATCHES`` names the verl line this
-answers (`vicurl.cpu_rehearsal.stale_patches` checks it).
+answers (`vicurl.rehearsal.cpu.stale_patches` checks it).
 """
 
 from __future__ import annotations

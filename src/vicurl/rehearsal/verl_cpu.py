@@ -1,5 +1,5 @@
 """verl 0.9.1 on a CPU: a platform named ``cpu`` and two patches of verl internals that assume an
-accelerator. Never imported on the GPU path: `vicurl.cpu_rehearsal.environment` names this module in
+accelerator. Never imported on the GPU path: `vicurl.rehearsal.cpu.environment` names this module in
 ``VERL_USE_EXTERNAL_MODULES`` (``verl/__init__.py`` imports it in every process that imports verl,
 the Ray workers included) and selects the platform with ``VERL_PLATFORM=cpu``.
 
@@ -162,7 +162,7 @@ PATCHES = (
 
 def check_patches() -> list[str]:
     """The patches whose verl line is no longer where verl 0.9.1 had it (empty: all still apply)."""
-    from vicurl.cpu_rehearsal import stale_patches
+    from vicurl.rehearsal.cpu import stale_patches
 
     return stale_patches(PATCHES)
 

@@ -14,18 +14,18 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from vicurl import methods
-from vicurl import runs as R
+from vicurl.config import methods
+from vicurl.config import runs as R
+from vicurl.config.settings import SCHEMA, TrainSettings
+from vicurl.config.targets import nearest
 from vicurl.data import sources
-from vicurl.errors import ConfigError
-from vicurl.settings import SCHEMA, TrainSettings
-from vicurl.targets import nearest
+from vicurl.runtime.errors import ConfigError
 
 
 def with_defaults(config: dict[str, Any], schema_path: str | Path = SCHEMA) -> dict[str, Any]:
     """``config`` with the schema's defaults filled in (in place), checking nothing (Snakemake's
     ``validate(set_default=True)`` fills the same, in the same order, but stops at the first error):
-    what every function of `vicurl.runs` reads; tests build partial configs with it."""
+    what every function of `vicurl.config.runs` reads; tests build partial configs with it."""
     from jsonschema import Draft202012Validator, validators
 
     def fill(validator, properties, instance, schema):
@@ -407,7 +407,7 @@ def _check_continuation(config: dict[str, Any], name: str) -> None:
 def verl_refusal(settings: TrainSettings | Mapping[str, Any]) -> str | None:
     """Why the verl engine cannot run these training settings exactly (naming the config key), or
     None. Plain Python, so the parse refuses a config before any job reaches a cluster; the verl
-    hook asks again at launch. (How verl runs adarft, sent and vcrl: docs/verl.md.)"""
+    hook asks again at launch. (How verl runs adarft, sent and vcrl: docs/engine.md.)"""
     s = TrainSettings.of(settings)
     cur = s.curriculum
     if cur not in methods.supported_by("verl"):

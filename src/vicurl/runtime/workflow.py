@@ -57,9 +57,9 @@ NEW_JOB = "a new job of this run starts (above: the earlier jobs' log)"
 
 
 def _log_failure(exc_type, exc, tb) -> None:
-    """Bad input (`vicurl.errors.InputError`: its message names the file, row or key) in one line; anything
+    """Bad input (`vicurl.runtime.errors.InputError`: its message names the file, row or key) in one line; anything
     else with its traceback."""
-    from vicurl.errors import InputError
+    from vicurl.runtime.errors import InputError
 
     if isinstance(exc, InputError):
         logging.getLogger("vicurl").error("the job failed: %s", exc)

@@ -11,7 +11,7 @@ buffers from rank 0). A float32 model (the actor) is left as it is.
 
 verl imports this module in every process of a run (the launcher names it in ``VERL_USE_EXTERNAL_MODULES``:
 `vicurl.engines.verl.launch.VERL_MODULES`). ``PATCHES`` names the verl line this answers
-(`vicurl.cpu_rehearsal.stale_patches` checks it).
+(`vicurl.rehearsal.cpu.stale_patches` checks it).
 """
 
 from __future__ import annotations

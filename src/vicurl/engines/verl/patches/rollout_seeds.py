@@ -13,7 +13,7 @@ the requests are scheduled and whether or not the run was resumed before it, whe
 logits do not depend on the batch: on a CPU (tested), on a GPU with vLLM's batch-invariant mode,
 which ``reproducible`` turns on there (verl's ``rollout.full_determinism``). Seeded requests cost: vLLM
 then draws each request's noise with its own generator, a kernel launch per request and decode step
-(docs/verl.md, "Reproducibility"), so where reproducibility is not asked the requests go unseeded.
+(docs/gpu.md, "Reproducibility"), so where reproducibility is not asked the requests go unseeded.
 
 ``SeededRollouts`` wraps the trainer's rollout manager and writes the seeds into the batch (field
 ``vicurl_seed``); ``SeededSingleTurnAgentLoop``, verl's single-turn agent loop, puts a request's seed
@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 FIELD = "vicurl_seed"
-AGENT_LOOPS = Path(__file__).with_name("agent_loops.yaml")
+AGENT_LOOPS = Path(__file__).resolve().parents[1] / "agent_loops.yaml"
 
 
 def rollout_seed(seed: int, step: int, call: int, prompt_id: str, k: int) -> int:

@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from vicurl import methods
-from vicurl.settings import VerlSettings
+from vicurl.config import methods
+from vicurl.config.settings import VerlSettings
 
 BASE = "base"
 # a run's folder below runs/, eval/, probes/, ...: ``Run.path``, and the rules' wildcard pattern
@@ -127,7 +127,7 @@ def checkpoint_owner(config: dict[str, Any], run: Run, step: int) -> Run:
 
 def needs_prompt_stats(config: dict[str, Any], run: Run) -> bool:
     """Whether the run's curriculum reads the offline per-prompt statistics (rule prompt_stats),
-    as the catalog says for its configured parameters (`vicurl.methods`)."""
+    as the catalog says for its configured parameters (`vicurl.config.methods`)."""
     params = config.get("curricula", {}).get(run.curriculum, {}) or {}
     return bool(methods.curriculum(run.curriculum).stats(params))
 
@@ -163,7 +163,7 @@ def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
 
 def chat_template(config: dict[str, Any], model: str) -> bool | str:
     """``models.<name>.chat_template``: ``auto`` (default: the tokenizer's chat template where it has
-    one, the paper's single-turn conversation), ``true`` or ``false`` (raw text); vicurl.prompts."""
+    one, the paper's single-turn conversation), ``true`` or ``false`` (raw text); vicurl.data.prompts."""
     return config["models"][model]["chat_template"]
 
 

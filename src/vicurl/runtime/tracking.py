@@ -27,8 +27,8 @@ PROJECT = "vicurl"  # verl's trainer.project_name (vicurl_ppo_trainer.yaml), W&B
 
 
 def folders(config: Mapping[str, Any], run_path: str) -> dict[str, Path]:
-    """Each configured tracker's folder of the run at ``run_path`` (`vicurl.runs.Run.path`)."""
-    from vicurl.runs import results_dir
+    """Each configured tracker's folder of the run at ``run_path`` (`vicurl.config.runs.Run.path`)."""
+    from vicurl.config.runs import results_dir
 
     return {name: Path(results_dir(config), name, run_path) for name in config.get("loggers", ["tensorboard"])}
 

@@ -3,7 +3,7 @@
 Each source maps one prompt's ``Group`` (its G response texts and what the source needs) to a
 ``GroupReward`` (a reward per rollout, whether the prompt stays in the update, diagnostics):
 ``oracle`` [paper], ``majority_vote`` [TTRL], ``entropy`` [RENT], ``semantic`` [EMPO]; the catalog
-`vicurl.methods.REWARDS` says what the engines ask of each. Answers are extracted and compared by
+`vicurl.config.methods.REWARDS` says what the engines ask of each. Answers are extracted and compared by
 the grader of the problem's answer type, so voting and clustering use the same equivalence as
 evaluation. ``group_rewards``, what an engine calls for a batch, first sends every comparison the
 batch needs to the worker pool at once, so the per-group functions only hit the cache, and counts
@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from vicurl import methods
+from vicurl.config import methods
 from vicurl.grading import verdicts
 from vicurl.grading.classes import clusters, majority_class
 from vicurl.grading.equiv import distinct
@@ -155,7 +155,7 @@ def semantic(group: Group, entropy_threshold: float | None = 1.0) -> GroupReward
 
 
 def source(name: str) -> Callable[..., GroupReward]:
-    """The reward source ``name`` of the catalog (`vicurl.methods.REWARDS`)."""
+    """The reward source ``name`` of the catalog (`vicurl.config.methods.REWARDS`)."""
     return methods.load(methods.reward(name).implementation)
 
 

@@ -2,8 +2,8 @@
 Nothing on the GPU path imports this package; the tests of the GPU path's libraries (tests/gpu_path)
 and the smoke DAG's CPU rehearsal (`vicurl.rehearsal`, `make rehearse`) do.
 
-    python -m vicurl.cpu_rehearsal env                    # the environment variables, as `export` lines
-    python -m vicurl.cpu_rehearsal alias-vllm             # the `vllm` distribution verl asks for (`alias_vllm`)
+    python -m vicurl.rehearsal.cpu env                    # the environment variables, as `export` lines
+    python -m vicurl.rehearsal.cpu alias-vllm             # the `vllm` distribution verl asks for (`alias_vllm`)
 
 verl's loop on a CPU needs a platform and two patches of verl (`verl_cpu`) and one of vLLM's CPU
 build (`vllm_cpu`); each patch names the library line it answers, and `stale_patches` (a test
@@ -36,9 +36,9 @@ VLLM_ENV = {
 }
 
 
-# verl 0.9.1 (vicurl.cpu_rehearsal.verl_cpu)
+# verl 0.9.1 (vicurl.rehearsal.verl_cpu)
 VERL_ENV = {
-    "VERL_USE_EXTERNAL_MODULES": "vicurl.cpu_rehearsal.verl_cpu",  # imported by `import verl`, in every process
+    "VERL_USE_EXTERNAL_MODULES": "vicurl.rehearsal.verl_cpu",  # imported by `import verl`, in every process
     "VERL_PLATFORM": "cpu",  # the platform that module registers
     # verl's engine registry has its FSDP engine under the devices cuda and npu only (workers/engine/base.py)
     "VERL_ENGINE_DEVICE": "cuda",
@@ -54,17 +54,17 @@ def alias_vllm() -> str:
     """A distribution named ``vllm`` beside ``vllm-cpu`` in the environment's site-packages: verl asks
     ``importlib.metadata.version("vllm")`` and refuses to start a vLLM rollout without one. Its version
     carries "+cpu", from which vLLM also tells its CPU platform. It also declares the vLLM plugin
-    `vicurl.cpu_rehearsal.vllm_cpu`, which keeps the weights verl's sync updates. Returns the folder written."""
+    `vicurl.rehearsal.vllm_cpu`, which keeps the weights verl's sync updates. Returns the folder written."""
     import sysconfig
     from importlib.metadata import version
 
-    from vicurl.cpu_rehearsal.vllm_cpu import ENTRY_POINT
+    from vicurl.rehearsal.vllm_cpu import ENTRY_POINT
 
     v = version("vllm-cpu")
     folder = Path(sysconfig.get_paths()["purelib"]) / f"vllm-{v}+cpu.dist-info"
     folder.mkdir(exist_ok=True)
     (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {v}+cpu\n"
-                                     f"Summary: an alias of vllm-cpu {v} (vicurl.cpu_rehearsal.alias_vllm)\n")
+                                     f"Summary: an alias of vllm-cpu {v} (vicurl.rehearsal.cpu.alias_vllm)\n")
     (folder / "entry_points.txt").write_text(f"[vllm.general_plugins]\n{ENTRY_POINT}\n")
     (folder / "RECORD").write_text("")
     return str(folder)
@@ -101,4 +101,8 @@ def main(argv: list[str] | None = None) -> None:
         for k, v in environment().items():
             print(f"export {k}={v}")
     else:
-        raise SystemExit("usage: python -m vicurl.cpu_rehearsal env | alias-vllm")
+        raise SystemExit("usage: python -m vicurl.rehearsal.cpu env | alias-vllm")
+
+
+if __name__ == "__main__":
+    main()

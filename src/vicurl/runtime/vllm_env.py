@@ -6,7 +6,7 @@
   built or exported: anything that started torch's OpenMP threads) then forks a child whose first parallel
   op waits forever for threads that do not exist in it (GNU OpenMP after fork): the engine never starts,
   silently, until vLLM's start timeout, or forever. ``VLLM_WORKER_MULTIPROC_METHOD=spawn`` starts each child
-  afresh, whatever its parent did, for the cost of importing vLLM there (docs/verl.md, "How vLLM starts its
+  afresh, whatever its parent did, for the cost of importing vLLM there (docs/gpu.md, "How vLLM starts its
   processes"). Inside Ray actors (verl's rollouts) vLLM 0.24 always spawns, and exports ``RAY_ADDRESS`` to the
   spawned processes so that they find the run's Ray; with the variable already set it skips both, so the
   train job leaves it unset (``environment(ray=True)``). vLLM's CPU build always spawns: a CPU test shows
@@ -14,9 +14,9 @@
 * No kernel compiled at run time. FlashInfer's wheel ships no sampling kernels: vLLM's FlashInfer top-p /
   top-k sampler JIT-compiles them at its first use (requests with top_p < 1, and vLLM's start-up dummy
   run), which needs nvcc and a C++ compiler on the compute node, and many have neither.
-  ``VLLM_USE_FLASHINFER_SAMPLER=0`` gives vLLM's own torch sampler (docs/verl.md, "What a job compiles").
+  ``VLLM_USE_FLASHINFER_SAMPLER=0`` gives vLLM's own torch sampler (docs/gpu.md, "What a job compiles").
 * Unix socket paths within 107 bytes. vLLM's ZMQ sockets are ``<VLLM_RPC_BASE_PATH>/<uuid4>`` (default: the
-  temp folder; verl's weight-sync socket goes there too, `vicurl.engines.verl.colocate_socket`) and Ray's ``<temp>/ray/session_.../sockets/plasma_store``; SLURM's per-job TMPDIRs are often
+  temp folder; verl's weight-sync socket goes there too, `vicurl.engines.verl.patches.colocate_socket`) and Ray's ``<temp>/ray/session_.../sockets/plasma_store``; SLURM's per-job TMPDIRs are often
   long, and then vLLM or Ray fails to start (verl issue #1120). ``short_sockets`` gives both a short link.
 * Nothing left in the temp folder. vLLM (its sockets, its file stores ``vllm_dist_*``), Ray (its session,
   logs included) and verl (its checkpoint locks ``ckpt_*.lock``) write to the temp folder and leave there
@@ -50,7 +50,7 @@ RAY_CHOOSES = ("VLLM_WORKER_MULTIPROC_METHOD",)  # what vLLM sets itself inside 
 
 UNIX_PATH_MAX = 107
 # the bytes that follow the folder in a socket's path: vLLM's "/<uuid4>" (37) or, longer, verl's weight-sync
-# socket (`vicurl.engines.verl.colocate_socket`: the run's 12-character token, replica and rank up to 999);
+# socket (`vicurl.engines.verl.patches.colocate_socket`: the run's 12-character token, replica and rank up to 999);
 # Ray's, with a 7-digit pid
 VLLM_SOCKET_TAIL = len("/rl-colocate-zmq-tttttttttttt-01000000-replica-000-rank-000.sock")
 RAY_SOCKET_TAIL = len("/ray/session_2026-11-26_07-15-38_159736_1234567/sockets/plasma_store")
@@ -161,7 +161,7 @@ def prepare() -> None:
     the folder and the link removed. Called again while they are in place, it does nothing."""
     import atexit
 
-    from vicurl import processes
+    from vicurl.runtime import processes
 
     if _prepared and all(os.environ.get(k) == v for k, v in _prepared.items()):
         return
@@ -206,7 +206,7 @@ def stop_cleanly(cleanup) -> None:
 
 
 def _on_stop(signum, frame):
-    from vicurl import processes
+    from vicurl.runtime import processes
 
     # one end for all, within SLURM's KillWait: the children, and the orphans of every prepare's notes
     processes.end(lambda: list({*processes.children(), *(p for kin in _kin for p in kin.note())}), grace=5)

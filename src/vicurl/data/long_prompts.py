@@ -7,7 +7,7 @@ which knows no model, and crashed generation naming neither the set nor the row)
 meets a model every prompt is measured: training against ``train.max_prompt_length`` (policy
 ``train.long_prompts``), generation against the context less the response budget (policy
 ``datasets.<name>.on_bad_row``). A set of which no row fits is refused either way. A prompt's length
-is its token ids as the model is conditioned on them (``vicurl.prompts.prompt_token_ids``), what
+is its token ids as the model is conditioned on them (``vicurl.data.prompts.prompt_token_ids``), what
 the CPU sampler, vLLM's token prompts and verl's rollout (its pass-through template adds no token)
 all feed it. See docs/configuration.md.
 """
@@ -21,8 +21,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from vicurl.prompts import build_prompts, prompt_token_ids
-from vicurl.settings import TrainSettings
+from vicurl.config.settings import TrainSettings
+from vicurl.data.prompts import build_prompts, prompt_token_ids
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ def generation_prompts(problems: pd.DataFrame, tokenizer, context: int | None, m
 
 def write_report(work_dir: str | Path, report: Mapping[str, Any], source: str) -> Path:
     """A training run's report (``<work>/long_prompts.json``, both engines), its drops said in the log."""
-    from vicurl.io import write_json
+    from vicurl.runtime.io import write_json
 
     path = Path(work_dir) / REPORT
     if report["dropped"]:

@@ -1,12 +1,12 @@
 """The method catalog: every curriculum and reward source, and what the rest of the code asks of it.
 
-Plain Python (no torch import): the Snakefile's parse, the config checks (`vicurl.checks.check`),
+Plain Python (no torch import): the Snakefile's parse, the config checks (`vicurl.config.checks.check`),
 the verl engine's refusals and the report read it. An implementation is named by its import path
 (``module:attribute``) and imported only when a run needs it (`load`).
 
 Adding a curriculum is one module (a `vicurl.curriculum.base.Curriculum` subclass) and one entry
 in ``CURRICULA``; adding a reward source is one function (``(group, **params) -> GroupReward``,
-`vicurl.rewards`) and one entry in ``REWARDS``. The config schema lists both catalogs' names and
+`vicurl.algos.rewards`) and one entry in ``REWARDS``. The config schema lists both catalogs' names and
 parameters (config/schema.yaml; a test keeps them equal).
 """
 
@@ -71,12 +71,12 @@ CURRICULA: dict[str, CurriculumSpec] = {c.name: c for c in (
 )}
 
 REWARDS: dict[str, RewardSpec] = {r.name: r for r in (
-    RewardSpec("oracle", "vicurl.rewards:oracle", "Oracle Reward (w. Verifier)", "Oracle", "No Curriculum",
+    RewardSpec("oracle", "vicurl.algos.rewards:oracle", "Oracle Reward (w. Verifier)", "Oracle", "No Curriculum",
                compares="gold"),
-    RewardSpec("majority_vote", "vicurl.rewards:majority_vote", "Verifier-Free: Majority Vote", "MajVote", "TTRL",
+    RewardSpec("majority_vote", "vicurl.algos.rewards:majority_vote", "Verifier-Free: Majority Vote", "MajVote", "TTRL",
                compares="answers"),
-    RewardSpec("entropy", "vicurl.rewards:entropy", "Verifier-Free: Entropy", "Entropy", "RENT", bounded=False),
-    RewardSpec("semantic", "vicurl.rewards:semantic", "Verifier-Free: Semantic Entropy", "Semantic", "EMPO",
+    RewardSpec("entropy", "vicurl.algos.rewards:entropy", "Verifier-Free: Entropy", "Entropy", "RENT", bounded=False),
+    RewardSpec("semantic", "vicurl.algos.rewards:semantic", "Verifier-Free: Semantic Entropy", "Semantic", "EMPO",
                compares="answers"),
 )}
 
@@ -99,7 +99,7 @@ def curriculum_name(cls: type) -> str:
     for spec in CURRICULA.values():
         if spec.implementation == path:
             return spec.name
-    raise LookupError(f"{path} implements no curriculum of vicurl.methods.CURRICULA")
+    raise LookupError(f"{path} implements no curriculum of vicurl.config.methods.CURRICULA")
 
 
 def load(implementation: str) -> Any:

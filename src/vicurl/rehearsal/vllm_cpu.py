@@ -20,17 +20,17 @@ the uninterrupted run's numbers. ``batch_invariant_linear`` computes every call 
 ``BLOCK`` rows (the last padded with zeros): each row meets one kernel and one blocking, whatever
 shares its batch, as vLLM's batch-invariant mode makes its GPU kernels (``VLLM_BATCH_INVARIANT``,
 Triton kernels that vLLM's CPU build cannot start). vLLM's CPU attention splits a sequence's keys
-over threads depending on the batch; `vicurl.cpu_rehearsal.VLLM_ENV` turns that split off.
+over threads depending on the batch; `vicurl.rehearsal.cpu.VLLM_ENV` turns that split off.
 
 Loaded in every vLLM process of the rehearsal's environment (vLLM's engine core and workers
 included) as a vLLM general plugin (entry point group ``vllm.general_plugins``), which
-`vicurl.cpu_rehearsal.alias_vllm` declares in the ``vllm`` alias distribution of .venv-vllm; a GPU
-environment has neither. ``PATCHES`` names vLLM's line this answers (`vicurl.cpu_rehearsal.stale_patches`).
+`vicurl.rehearsal.cpu.alias_vllm` declares in the ``vllm`` alias distribution of .venv-vllm; a GPU
+environment has neither. ``PATCHES`` names vLLM's line this answers (`vicurl.rehearsal.cpu.stale_patches`).
 """
 
 from __future__ import annotations
 
-ENTRY_POINT = "vicurl_cpu_weights = vicurl.cpu_rehearsal.vllm_cpu:register"
+ENTRY_POINT = "vicurl_cpu_weights = vicurl.rehearsal.vllm_cpu:register"
 
 _original = None
 

@@ -1,6 +1,6 @@
 """A run's settings as typed values, each default written once (plain Python: no torch, no verl).
 
-``TrainSettings``  one run's training settings (`vicurl.runs.train_settings` gives the dict; the
+``TrainSettings``  one run's training settings (`vicurl.config.runs.train_settings` gives the dict; the
                    config's ``train`` section, a study's overrides, the run's reward, curriculum
                    and seed); the defaults are the paper's hyperparameter table. Both engines, the
                    verl launcher, the probes and the scripts read these attributes.
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"  # every other default and description
+SCHEMA = Path(__file__).resolve().parents[3] / "config" / "schema.yaml"  # every other default and description
 
 
 def _from_dict(cls, d: Mapping[str, Any], what: str, key: str):
@@ -42,7 +42,7 @@ class TrainSettings:
     temperature: float = 1.0  # rollout temperature
     top_p: float = 1.0
     max_prompt_length: int = 512
-    long_prompts: str = "drop"  # a longer prompt is dropped and counted, or refuses the set (vicurl.long_prompts)
+    long_prompts: str = "drop"  # a longer prompt is dropped and counted, or refuses the set (vicurl.data.long_prompts)
     max_response_length: int = 3072
     mini_batch_size: int | None = None  # prompts per optimizer step; None = the whole batch
     micro_batch_size: int = 64  # sequences per forward/backward
@@ -62,7 +62,7 @@ class TrainSettings:
     # (verl engine; the local engine's sampling is seeded either way)
     reproducible: bool = False
     prompt_order: str = "question_first"
-    chat_template: bool | str = "auto"  # models.<name>.chat_template (vicurl.prompts)
+    chat_template: bool | str = "auto"  # models.<name>.chat_template (vicurl.data.prompts)
     reward: str = "oracle"
     reward_params: dict[str, Any] = field(default_factory=dict)
     curriculum: str = "none"
@@ -123,7 +123,7 @@ class VerlSettings:
 class SamplingSettings:
     """What both evaluation generators (transformers, vLLM) sample with: ``n`` samples per problem
     at ``temperature`` / ``top_p``, at most ``max_new_tokens`` each, seeded by ``seed``; the
-    prompts rendered with ``prompt_order`` and ``chat_template`` (`vicurl.prompts`). ``reproducible``
+    prompts rendered with ``prompt_order`` and ``chat_template`` (`vicurl.data.prompts`). ``reproducible``
     (the config key): vLLM seeds every request, batch-invariant on a GPU (`vicurl.evaluation.vllm_generate`);
     the transformers generator is seeded either way."""
 

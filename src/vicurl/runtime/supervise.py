@@ -15,7 +15,7 @@ for it and ends the whole session when
 
 The error names the rollout engine's log (Ray's log of the actor holding vLLM's engine) and quotes
 its last errors. Ending is SIGTERM to every process of the session, then SIGKILL to what remains,
-then the shared memory they left is removed (`vicurl.processes`).
+then the shared memory they left is removed (`vicurl.runtime.processes`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from vicurl import processes
+from vicurl.runtime import processes
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def run(cmd: Sequence[str], *, progress: str | Path, step_timeout: float, env: d
     each step. Raises `LoopFailed` (exit code, stall, lost engine, lost parent), KeyboardInterrupt on
     SIGINT and SystemExit(128 + signal) on SIGTERM or SIGHUP, each after ending every process of the
     run; a loop that ends well leaves none either. Ending takes ``end_grace`` seconds at most before SIGKILL and
-    12 more at most after it (`vicurl.processes.end`), so that a stopped job is gone, its temp folder
+    12 more at most after it (`vicurl.runtime.processes.end`), so that a stopped job is gone, its temp folder
     and shared memory removed, within SLURM's default KillWait (30 s)."""
     watch = _Watch(Path(progress), step_timeout, engine_grace, os.getppid() if exit_with_parent else None)
     # a signal while the loop starts is held until it has started (the default would end this process and
@@ -180,7 +180,7 @@ def run_processes(proc: subprocess.Popen) -> list:
 def end_session(proc: subprocess.Popen, grace: float, shared: processes.SharedMemoryNotes | None = None) -> int:
     """SIGTERM to every process of ``proc``'s session and of its process tree, SIGKILL to those left
     after ``grace`` seconds, the shared memory they left removed, with what ``shared`` noted while they ran
-    (`vicurl.processes.end`); ``proc`` reaped. Returns how many processes there were."""
+    (`vicurl.runtime.processes.end`); ``proc`` reaped. Returns how many processes there were."""
     n = processes.end(lambda: run_processes(proc), grace, reap=proc.poll, notes=shared)
     try:
         proc.wait(timeout=3)  # SIGKILLed already: a moment, unless it is stuck in the kernel

@@ -81,7 +81,7 @@ def provenance(run: Mapping[str, Any], settings: Mapping[str, Any], config: Mapp
                repo: str | Path, engine: str, data: Mapping[str, Any] | None = None,
                prompt: Mapping[str, Any] | None = None, model: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``data``: what the engine reports of the run's inputs (either engine: prompts dropped as too
-    long, `vicurl.long_prompts`); ``prompt``: one training prompt as the model saw it (``prompts.rendered_example``);
+    long, `vicurl.data.long_prompts`); ``prompt``: one training prompt as the model saw it (``prompts.rendered_example``);
     ``model``: the initial policy's folder and, fetched from the Hub, its id and commit (`vicurl.models.fetch`)."""
     return {
         "run": _plain(run),

@@ -1,6 +1,6 @@
 """Where a torch profiler trace's time goes: the GPU's busy share, its kernels, the host's waits.
 
-    python measurements/trace_summary.py TRACE.json[.gz] [...] [--top 15]
+    python -m vicurl.runtime.trace_summary TRACE.json[.gz] [...] [--top 15]
 
 For a chrome trace as torch.profiler writes it (verl's torch profiler: `global_profiler.tool=torch`, a
 file per stage, rank 0's unless told): its span (first event to last), the time the GPU ran something (the union of its

@@ -9,7 +9,7 @@ smoke config with ``--resources gpu=2``) bind the same path: one run's workers l
 or wait forever. Both ends here add the run's token (``TOKEN``, which the launcher sets for every process
 of the run) after ``rl-colocate-zmq-`` and move the socket from /tmp into the run's socket folder (vLLM's,
 ``VLLM_RPC_BASE_PATH``, else the run's temp folder): a killed run's socket file goes with its temp folder
-instead of staying in the node's /tmp (`vicurl.vllm_env.short_sockets` keeps the path within 107 bytes).
+instead of staying in the node's /tmp (`vicurl.runtime.vllm_env.short_sockets` keeps the path within 107 bytes).
 
 verl imports this module in every process of a run (the launcher names it in ``VERL_USE_EXTERNAL_MODULES``),
 vLLM's worker processes included; it patches verl's two modules when they are imported (both import vLLM,

@@ -1,5 +1,5 @@
 """The errors a user fixes in their input: a config key, a dataset file or row. Each message names the file,
-row or key; a job that stops on one logs that line alone, without a traceback (`vicurl.workflow.setup`)."""
+row or key; a job that stops on one logs that line alone, without a traceback (`vicurl.runtime.workflow.setup`)."""
 
 
 class InputError(ValueError):

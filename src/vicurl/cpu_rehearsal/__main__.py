@@ -1,3 +1,0 @@
-from vicurl.cpu_rehearsal import main
-
-main()
