@@ -40,10 +40,9 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+from vicurl.planning.cost import ARCHS, arch_of, model_classes
 
-from vicurl.planning.cost import ARCHS, arch_of, model_classes  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 HUB_ID = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
 ROUTES = ("sdpa_pack", "one_at_a_time", "varlen")

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from vicurl.runtime.provenance import cpu_info
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-from vicurl.runtime.provenance import cpu_info  # noqa: E402
 
 MODEL = "results/demo/models/tiny/base"
 SCORES = "results/demo/report/scores_across_seeds.csv"

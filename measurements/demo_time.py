@@ -33,9 +33,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from vicurl.runtime.workflow import IMPORTS_LOG
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-from vicurl.runtime.workflow import IMPORTS_LOG  # noqa: E402
 
 LOG_DIR = ".imports"  # in the run's working directory
 

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+from vicurl.grading import equiv, symbolic
+from vicurl.grading.graders import grade_batch
 
-from vicurl.grading import equiv, symbolic  # noqa: E402
-from vicurl.grading.graders import grade_batch  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _helper():

@@ -31,16 +31,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import re
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+from vicurl.grading import equiv
+from vicurl.grading.extract import extract_boxed, final_boxes, last_box
+from vicurl.grading.graders import grade_batch
+from vicurl.grading.parts import split_parts
 
-from vicurl.grading import equiv  # noqa: E402
-from vicurl.grading.extract import extract_boxed, final_boxes, last_box  # noqa: E402
-from vicurl.grading.graders import grade_batch  # noqa: E402
-from vicurl.grading.parts import split_parts  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 FILES = ["math500.jsonl", "aime24.jsonl", "minerva_math.sample.jsonl", "deepscaler_train_aime.json",
          "olympiadbench.sample.jsonl"]

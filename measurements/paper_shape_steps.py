@@ -43,14 +43,13 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+from vicurl.config import runs
+from vicurl.config.checks import read_file as load_config
+from vicurl.config.settings import VerlSettings
+from vicurl.planning.cost import ARCHS, model_classes
+from vicurl.rehearsal.stand_ins import CHATML
 
-from vicurl.config import runs  # noqa: E402
-from vicurl.config.checks import read_file as load_config  # noqa: E402
-from vicurl.config.settings import VerlSettings  # noqa: E402
-from vicurl.planning.cost import ARCHS, model_classes  # noqa: E402
-from vicurl.rehearsal.stand_ins import CHATML  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # Qwen2.5's, last in its vocabulary as there
 

@@ -16,20 +16,18 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+from vicurl.config.settings import TrainSettings
+from vicurl.models.sampling import Rollouts
+from vicurl.planning.cost import ARCHS, model_classes
+from vicurl.probes.probe import ProbeConfig, estimate, rollout_gradient, trainable_shapes
 
-from vicurl.config.settings import TrainSettings  # noqa: E402
-from vicurl.models.sampling import Rollouts  # noqa: E402
-from vicurl.planning.cost import ARCHS, model_classes  # noqa: E402
-from vicurl.probes.probe import ProbeConfig, estimate, rollout_gradient, trainable_shapes  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:

@@ -48,12 +48,11 @@ import threading
 import time
 from pathlib import Path
 
+from paper_shape_steps import write_model
+
+from vicurl.config.checks import read_file as load_config
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-from paper_shape_steps import write_model  # noqa: E402
-
-from vicurl.config.checks import read_file as load_config  # noqa: E402
 
 
 def problems(n: int):

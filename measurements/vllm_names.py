@@ -3,17 +3,14 @@ and are the configs' ``eval.vllm`` keys its engine arguments?
 
     .venv-vllm/bin/python measurements/vllm_names.py                # the installed vLLM (the CPU build)
     pip download vllm==0.24.0 --no-deps -d /tmp/w && python -m zipfile -e /tmp/w/vllm-*.whl /tmp/v024
-    VLLM_TARGET_DEVICE=cpu .venv-vllm/bin/python measurements/vllm_names.py /tmp/v024   # the GPU env's vLLM
+    PYTHONPATH=/tmp/v024 VLLM_TARGET_DEVICE=cpu .venv-vllm/bin/python measurements/vllm_names.py   # the GPU env's vLLM
 
-A vLLM tree given as argument is put first on the path: its Python modules import on a CPU (their
-compiled kernels are not loaded). Exits 1 if anything is missing.
+A vLLM tree first on PYTHONPATH imports its Python modules on a CPU (their compiled kernels are not
+loaded). Exits 1 if anything is missing.
 """
 
 import sys
 from pathlib import Path
-
-if len(sys.argv) > 1:
-    sys.path.insert(0, sys.argv[1])
 
 import vllm
 

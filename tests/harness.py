@@ -130,7 +130,7 @@ def job_counts(text: str) -> dict[str, int]:
 # each, R response tokens
 ENGINE_RUN = dict(total_steps=4, batch_size=4, group_size=4, max_response_length=10, micro_batch_size=16, seed=3,
                   export_steps=[4])
-# the launcher's run on the GPU path (tests/engines/test_verl_gpu_path.py): a chat template, saves every
+# the launcher's run on the GPU path (tests/engines/test_verl_*.py): a chat template, saves every
 # two steps, two exports
 LAUNCHER_RUN = dict(total_steps=6, batch_size=2, group_size=2, save_every=2, export_steps=[3, 6], seed=0,
                     chat_template=True, max_prompt_length=400, max_response_length=32)

@@ -5,7 +5,7 @@ Tokenization: digits are always single tokens; every other run of characters is 
 which may merge across spaces (the fixed instruction text becomes a handful of tokens, keeping CPU
 sequences short) and makes ``decode(encode(x)) == x`` for any text. Prompt and response are encoded
 separately and concatenated, exactly as generation sees them. SFT recipe (``DEFAULT_CFG``,
-calibrated on one CPU thread; ``measurements/tiny_calibration.py`` prints the numbers): the loss on
+calibrated on one CPU thread; ``git show a84f61c:measurements/tiny_calibration.py`` printed the numbers): the loss on
 the response only, examples packed into rows, the loss averaged per example (long, hard solutions
 do not drown out short ones) and a length curriculum (the shortest third first, then a growing
 pool). Without the last two a model this small learns neither easy nor hard problems within the
