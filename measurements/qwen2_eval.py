@@ -24,14 +24,8 @@ with the first alone it starts. ``--debug``: vLLM's DEBUG log.
     .venv-vllm/bin/python measurements/qwen2_eval.py --out /tmp/qwen2_eval --cpu --layers 1 --vocab 4096 \\
         --max-new-tokens 16 --samples 2 --problems 4     # the script itself on a CPU (vLLM's CPU build)
 
-On an AMD EPYC with AVX-512 (2026-11-28) the CPU command's engine starts and its worker dies in the first
-forward pass with glibc's heap-corruption abort (``malloc(): ... corrupted``), with a vocabulary of 4,096 or the
-full one, before and after this script's last change: vLLM 0.29.0's CPU kernels at this Qwen2 shape (head size
-128, 12 query and 2 key/value heads); the tiny Llama of the CPU rehearsal runs there. The H200 run passes.
-On an Intel Xeon with AMX (2026-11-29) the same command's worker dies in its first prefill too (a segfault in a
-bias's copy inside addmm, or glibc's ``corrupted size vs. prev_size``), and with prefix caching off it once hung
-there until vLLM's execute timeout: vLLM's CPU kernels again (vLLM issue 46131 reports segfaults of the CPU
-build with grouped-query models since 0.23).
+vLLM's CPU build crashes at this Qwen2 shape (docs/measurements.md, "vLLM's CPU build at a Qwen2 shape"): the CPU
+command checks the script, not vLLM.
 """
 
 from __future__ import annotations

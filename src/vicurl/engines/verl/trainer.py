@@ -1,52 +1,11 @@
 """``VICuRLTrainer``: verl 0.9.1's legacy ``RayPPOTrainer`` with the VI-CuRL step hooked in.
 
-The hook contract, written here only (`vicurl.engines.verl` and docs/engine.md point here): six of
-verl's methods are overridden (``OVERRIDES``, with verl 0.9.1's signatures, which a test checks
-against the installed verl together with the order in which ``fit`` calls them), each calling
-verl's own; ``fit()`` is not copied.
-
-``init_workers``  verl's rollout manager, wrapped so that, where the config asks (``reproducible``),
-    every rollout request carries its own seed (`vicurl.engines.verl.patches.rollout_seeds`): the samples
-    follow from the run's seed, resumed or not; it also times each step's generation.
-``_create_dataloader``  for curricula that choose each step's prompts (AdaRFT, SENT) the training
-    sampler is ``CurriculumSampler`` (`vicurl.engines.verl.sampler`): each step's batch is the
-    curriculum's ``propose`` for that step, drawn when ``fit`` asks for the batch (single-process
-    dataloader, ``data.dataloader_num_workers=0``: after the previous step's feedback). It then
-    checks that verl's steps, training rows and batch size are the run's.
-``_compute_old_log_prob``  verl's pass returns the old policy's per-token ``entropys`` (which
-    ``fit`` pops right after). Before handing them back, the hook scores the batch: rewards of
-    the configured source (oracle, majority_vote, entropy, semantic), confidences c(x). The
-    rewards are written *in place* into ``batch.batch["rm_scores"]``: in 0.9.1 ``fit`` took
-    ``reward_tensor = batch.batch["rm_scores"]`` (``extract_reward``, by reference) just before
-    this call and assigns it to ``token_level_scores`` after it, so verl's GRPO advantages
-    (``compute_advantage``, the same ``core_algos`` estimator the local engine calls) use them.
-    Then the curriculum selects; when it asks for replay (VCRL's memory bank) the replayed
-    prompts are rolled out here with the current policy (= pi_old: no update yet this step),
-    scored the same way, and written into the rows of dropped prompts of ``batch`` (in place:
-    every tensor, ``uid`` and the other per-row fields, and the returned old log-probs), so the
-    reference pass, advantages and update that ``fit`` runs next see them
-    (`Hook.merge_replay` explains why this equals the local engine's appended replay). Last, the
-    rows that contribute nothing to the update (dropped prompts) leave the batch, so the reference
-    pass and the update run on the kept rows only (``train.skip_dropped``, as the local engine).
-    Alongside, vLLM's probabilities of the sampled tokens are compared with the trainer's
-    (``rollout_agreement``), and with a curriculum that proposes, the batch's prompts are checked
-    to be the ones it proposed.
-``_update_actor``  the curriculum's weights w_j / beta-hat_t enter verl's loss (``hook.loss_plan``):
-    ``rollout_is_weights`` on the policy term, an all-zero response mask on zero-weight rows,
-    and the loss normalizer ``global_batch_size`` divided by the kept rows' common weight (set on
-    the TensorDict verl's ``_update_actor`` sends to the worker group). The curriculum observes
-    the step (AdaRFT's target moves) before ``fit`` draws the next batch. The curriculum and
-    reward metrics join the actor's, so ``fit`` logs them through verl's logger; the hook also
-    appends the step's row to the run's ``metrics.jsonl``.
-``_save_checkpoint``  the curriculum's state (AdaRFT's target, VCRL's bank) goes into the step's
-    folder (``global_step_N/vicurl_curriculum.json``) *before* verl's save, which writes its tracker
-    ``latest_checkpointed_iteration.txt`` last; a step the workflow evaluates is then merged to a
-    Hugging Face folder ``<work>/exports/step{N}`` with the base model's tokenizer (`export`)
-    before ``max_actor_ckpt_to_keep`` deletes its shards. verl saves every ``train.save_every``
-    steps and the last; ``_update_actor`` saves the other evaluated steps. Last, the shards of
-    saves made before a resume, which verl's in-memory rotation does not know of, are pruned.
-``_load_checkpoint``  after verl's resume, the curriculum's state of that checkpoint; a resume from
-    the run's last step is refused (verl's ``fit`` would train one step more).
+The hook contract: six of verl's methods are overridden (``OVERRIDES``, with verl 0.9.1's signatures, which a
+test checks against the installed verl together with the order in which ``fit`` calls them), each calling
+verl's own; ``fit()`` is not copied. Each override's docstring says what it adds: ``init_workers`` (seeded
+rollout requests), ``_create_dataloader`` (a curriculum's sampler), ``_compute_old_log_prob`` (the step:
+rewards, confidences, selection, replay, the kept rows), ``_update_actor`` (the curriculum's weights in verl's
+loss), ``_save_checkpoint`` and ``_load_checkpoint`` (the curriculum's state beside verl's save, the exports).
 
 The run's settings come from the config section ``vicurl`` the launcher adds
 (``vicurl.config.settings``: a JSON file of `vicurl.config.runs.train_settings`, ``vicurl.train_set``,
@@ -144,6 +103,9 @@ class VICuRLTrainer(RayPPOTrainer):
     # ------------------------------------------------------------ overrides
 
     def init_workers(self):
+        """Verl's rollout manager, wrapped so that, where the config asks (``reproducible``), every rollout
+        request carries its own seed (`vicurl.engines.verl.patches.rollout_seeds`): the samples follow from the
+        run's seed, resumed or not; it also times each step's generation."""
         super().init_workers()
         # with `reproducible`, every rollout request carries its own seed (`rollout_seeds`): the samples
         # follow from the run's seed; the wrapper also times each step's generation
@@ -153,6 +115,11 @@ class VICuRLTrainer(RayPPOTrainer):
                                                     seeded=bool(hook.settings.reproducible))
 
     def _create_dataloader(self, train_dataset, val_dataset, collate_fn, train_sampler):
+        """For curricula that choose each step's prompts (AdaRFT, SENT) the training sampler is
+        ``CurriculumSampler`` (`vicurl.engines.verl.sampler`): each step's batch is the curriculum's ``propose``
+        for that step, drawn when ``fit`` asks for the batch (single-process dataloader,
+        ``data.dataloader_num_workers=0``: after the previous step's feedback). It then checks that verl's
+        steps, training rows and batch size are the run's."""
         hook = self._vicurl_hook()
         sampler = None
         if proposes(hook.curriculum):
@@ -177,6 +144,22 @@ class VICuRLTrainer(RayPPOTrainer):
                 raise RuntimeError(f"verl draws batches of {loader_b} prompts, the curriculum {hook.curriculum.batch_size}")
 
     def _compute_old_log_prob(self, batch: DataProto):
+        """verl's pass returns the old policy's per-token ``entropys`` (which ``fit`` pops right after). Before
+        handing them back, the hook scores the batch: rewards of the configured source (oracle, majority_vote,
+        entropy, semantic), confidences c(x). The rewards are written *in place* into
+        ``batch.batch["rm_scores"]``: in 0.9.1 ``fit`` took ``reward_tensor = batch.batch["rm_scores"]``
+        (``extract_reward``, by reference) just before this call and assigns it to ``token_level_scores`` after
+        it, so verl's GRPO advantages (``compute_advantage``, the same ``core_algos`` estimator the local engine
+        calls) use them. Then the curriculum selects; when it asks for replay (VCRL's memory bank) the replayed
+        prompts are rolled out here with the current policy (= pi_old: no update yet this step), scored the same
+        way, and written into the rows of dropped prompts of ``batch`` (in place: every tensor, ``uid`` and the
+        other per-row fields, and the returned old log-probs), so the reference pass, advantages and update that
+        ``fit`` runs next see them (`Hook.merge_replay` explains why this equals the local engine's appended
+        replay). Last, the rows that contribute nothing to the update (dropped prompts) leave the batch, so the
+        reference pass and the update run on the kept rows only (``train.skip_dropped``, as the local engine).
+        Alongside, vLLM's probabilities of the sampled tokens are compared with the trainer's
+        (``rollout_agreement``), and with a curriculum that proposes, the batch's prompts are checked to be the
+        ones it proposed."""
         old_log_prob, mfu = super()._compute_old_log_prob(batch)
         hook = self._vicurl_hook()
         step = int(self.global_steps)
@@ -300,6 +283,12 @@ class VICuRLTrainer(RayPPOTrainer):
         return batch
 
     def _update_actor(self, batch: DataProto) -> DataProto:
+        """The curriculum's weights w_j / beta-hat_t enter verl's loss (``hook.loss_plan``):
+        ``rollout_is_weights`` on the policy term, an all-zero response mask on zero-weight rows, and the loss
+        normalizer ``global_batch_size`` divided by the kept rows' common weight (set on the TensorDict verl's
+        ``_update_actor`` sends to the worker group). The curriculum observes the step (AdaRFT's target moves)
+        before ``fit`` draws the next batch. The curriculum and reward metrics join the actor's, so ``fit`` logs
+        them through verl's logger; the hook also appends the step's row to the run's ``metrics.jsonl``."""
         hook = self._vicurl_hook()
         step = int(self.global_steps)
         w_rows, plan, selection, _ = hook.weigh(batch, step)
@@ -357,6 +346,8 @@ class VICuRLTrainer(RayPPOTrainer):
         export.prune_shards(self.config.trainer.default_local_dir, int(self.config.trainer.max_actor_ckpt_to_keep))
 
     def _load_checkpoint(self):
+        """After verl's resume, the curriculum's state of that checkpoint; a resume from the run's last step is
+        refused (verl's ``fit`` would train one step more)."""
         out = super()._load_checkpoint()
         step = int(getattr(self, "global_steps", 0) or 0)
         if step > 0:  # resumed from global_step_{step}
