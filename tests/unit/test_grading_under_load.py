@@ -2,7 +2,7 @@
 
 Every item has a budget of its worker's CPU time (``vicurl.grading.symbolic``): the same batch graded on an
 idle pool, on a machine with more busy processes than cores (started here, ended here), and with the workers
-slowed (lowest priority, paused with SIGSTOP in the middle of their items) gets the same verdicts; a
+slowed (paused with SIGSTOP in the middle of their items, over and over) gets the same verdicts; a
 pathological item is a timeout at its CPU budget idle and loaded alike; an item paused for longer than its
 budget in wall time is still graded; a training step's oracle rewards are the same idle and under load. The
 batch: tests/unit/test_grading_parts.py's CASES, a pathological answer, and real (response, gold) pairs of
@@ -55,8 +55,8 @@ def saturated():
 
 @contextmanager
 def slowed(pool: symbolic.SymbolicPool, pause: float = 0.4, gap: float = 0.2):
-    """The pool's workers at the lowest priority and paused (SIGSTOP ... SIGCONT) over and over while the block
-    runs; yields the pauses made so far (a list, one entry per pause of a worker that was busy or idle)."""
+    """The pool's workers paused (SIGSTOP ... SIGCONT) over and over while the block runs (at the lowest priority
+    too, a worker under CI's load could wait past the hang guard for its share of a core); yields the pauses made so far (a list, one entry per pause of a worker that was busy or idle)."""
     pauses: list[int] = []
     done = threading.Event()
 
@@ -65,7 +65,6 @@ def slowed(pool: symbolic.SymbolicPool, pause: float = 0.4, gap: float = 0.2):
             pids = [w.proc.pid for w in list(pool._workers) if w.proc.poll() is None]
             for pid in pids:
                 try:
-                    os.setpriority(os.PRIO_PROCESS, pid, 19)
                     os.kill(pid, signal.SIGSTOP)
                     pauses.append(pid)
                 except ProcessLookupError:  # replaced meanwhile
