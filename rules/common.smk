@@ -330,7 +330,7 @@ def table_definition(name, caption=True):
 # A report job's settings as a file among its inputs (`settings_file`), rewritten when the DAG is built and the
 # settings differ from the file's: a changed caption, style or report.version makes it newer than the job's
 # outputs, which reruns exactly the report jobs it touches, with or without Snakemake's records of each job's
-# params (a copied results folder has no .snakemake/). No rule makes these files: Snakemake would not make a
+# params (a copied results folder has no .snakemake/). These files are made by no rule, since Snakemake would not make a
 # missing input of a job whose outputs look up to date.
 SETTINGS_DIR = f"{R}/report/.settings"
 
@@ -351,7 +351,7 @@ def settings_file(rule_name):
 
     def path(w):
         text = settings_text(rule_name, w)
-        out = "/".join([SETTINGS_DIR, rule_name, *(f"{k}={v}" for k, v in w.items())]) + ".json"
+        out = os.path.join(SETTINGS_DIR, rule_name, *(f"{k}={v}" for k, v in w.items())) + ".json"
         if os.path.exists(out) and open(out).read() == text:
             return out
         if workflow.dryrun:
@@ -610,7 +610,7 @@ def report_results(target):
 
 
 def check_targets():
-    """After every rule is defined: an unknown target is named with the targets there are, and a report
+    """Called once all rules are defined. An unknown target is named with the targets there are, and a report
     target whose results are missing names them (in one line) instead of planning their jobs."""
     targets = ["all", "data", "models", "train_all", "eval_all", "probes", *targets_lib.REPORT_TARGETS]
     targets += [f"study_{s}" for s in STUDIES] + [f"table_{t}" for t in TABLES]
