@@ -456,11 +456,7 @@ def findings_probes():
 
 
 def findings_scores():
-    """The scores files the findings read."""
-    if not FINDINGS:
-        return []
-    if STUDY_FINDINGS:
-        return [f"{R}/report/scores/{FINDINGS['study']}.csv"]
+    """The scores files a claims file's findings read: those of the studies its claims name."""
     return [f"{R}/report/scores/{s}.csv" for s in claimed_lib.studies_of(CLAIMS)]
 
 

@@ -249,7 +249,7 @@ if STUDY_FINDINGS:
     rule findings:
         """The findings table: each claim of the paper the study tests, the paper's number, ours and a verdict."""
         input:
-            scores=findings_scores(),
+            scores=f"{R}/report/scores/{FINDINGS['study']}.csv",
             probes=findings_probes(),
             metrics=[f"{R}/runs/{r.path}/metrics.jsonl" for r in findings_runs()],
             base=[f"{R}/eval/{r.path}/graded.parquet" for r in findings_base()],
