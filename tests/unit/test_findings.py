@@ -2,6 +2,7 @@
 the base model's misleading majorities, and the rendering."""
 
 import math
+import re
 import shutil
 import subprocess
 
@@ -13,6 +14,8 @@ from scipy import stats
 from vicurl.grading.classes import majority_class
 from vicurl.report import findings as F
 from vicurl.report.latex import standalone_document
+
+from harness import REPO
 
 # ---------------------------------------------------------------- the verdict rule
 
@@ -269,3 +272,22 @@ def test_latex_compiles(tmp_path):
     r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-3000:]
+
+
+def _seeds(text) -> list[float]:
+    return [] if not isinstance(text, str) or not text.strip() else [float(x) for x in text.split()]
+
+
+def test_the_mini_studys_verdicts_follow_from_its_seeds_and_are_the_docs():
+    """docs/mini.md's findings table is the mini run's findings.csv (tests/data/mini_findings.csv): every verdict
+    is the rule's on the per-seed values the file holds, Holm across its 29 claims, and the page says the same."""
+    table = pd.read_csv(REPO / "tests/data/mini_findings.csv")
+    tests = [F.stats.test(r.type, _seeds(r.per_seed), _seeds(r.per_seed_b) or None, side=r.side, gap=r.gap,
+                          margin=r.margin, threshold=r.threshold) for r in table.itertuples()]
+    assert F.stats.verdicts(tests, 0.05) == list(table["verdict"])
+    for t, r in zip(tests, table.itertuples()):  # the p-values of 6-digit seeds: as the run's
+        assert t.p_claim == pytest.approx(r.p_claim, rel=1e-3, abs=1e-6)
+    cells = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+             for line in (REPO / "docs/mini.md").read_text().splitlines() if line.startswith("|")]
+    in_docs = {row[0]: row[-1] for row in cells}
+    assert {r.claim: r.verdict for r in table.itertuples()} == {c: in_docs.get(c) for c in table["claim"]}
