@@ -523,7 +523,7 @@ def test_a_broken_rollout_engine_fails_the_run_within_its_step_timeout(broken_en
     # the guard ended the run at its step timeout, by its own log's times (the job's start-up and exit under CI's
     # load aside): a poll (5 s), the processes' end (10 s, then 15 s at most) and the report after the timeout
     times = {m[2]: datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f") for m in re.finditer(
-        r"^(\S+ \S+) vicurl\.engines\.verl\.supervise \w+ (verl's loop started|no training step finished)", log, re.M)}
+        r"^(\S+ \S+) vicurl\.runtime\.supervise \w+ (verl's loop started|no training step finished)", log, re.M)}
     guard = (times["no training step finished"] - times["verl's loop started"]).total_seconds()
     assert 60 * BROKEN_TIMEOUT < guard < 60 * BROKEN_TIMEOUT + 60, guard
     assert "Ended verl's loop" in log
@@ -613,7 +613,8 @@ def test_the_patches_of_verl_and_vllm_still_match_their_lines(vllm):
     import subprocess
     import sys
 
-    code = ("from vicurl.rehearsal.cpu import stale_patches, vllm_cpu; from vicurl.rehearsal.verl_cpu import PATCHES; "
+    code = ("from vicurl.rehearsal import vllm_cpu; from vicurl.rehearsal.cpu import stale_patches; "
+            "from vicurl.rehearsal.verl_cpu import PATCHES; "
             "from vicurl.engines.verl.patches import colocate_socket; "
             "print(stale_patches(PATCHES + vllm_cpu.PATCHES + colocate_socket.PATCHES))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
