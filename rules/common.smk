@@ -586,12 +586,17 @@ def figure_results(study=None):
     )
 
 
+def table_results(name):
+    """The results a table needs: none where its scores file is there already (copied, or made from other numbers)."""
+    return [] if os.path.exists(f"{R}/report/tables/{name}.scores.csv") else table_score_inputs(name)
+
+
 def report_results(target):
     """The results (files the report rules read and do not make) a report target needs."""
     if target == "tables":
-        return [f for name in TABLES for f in table_score_inputs(name)]
+        return [f for name in TABLES for f in table_results(name)]
     if target.startswith("table_") and target[len("table_") :] in TABLES:
-        return table_score_inputs(target[len("table_") :])
+        return table_results(target[len("table_") :])
     if target == "figures":
         return figure_results()
     if target == "report":

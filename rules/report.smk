@@ -17,7 +17,6 @@ localrules:
     schedule_figure,
     variance_figures,
     probes_table,
-    findings,
 
 
 rule aggregate:
@@ -304,6 +303,12 @@ elif FINDINGS:
             scenario=config["scenario"],
         script:
             "../workflow_scripts/claim_findings.py"
+
+
+if FINDINGS:  # local where it is defined (a localrules entry without its rule is one of Snakemake's warnings)
+
+    localrules:
+        findings,
 
 
 rule probes_table:

@@ -58,13 +58,13 @@ REPO = Path(__file__).resolve().parents[3]
 def local_rules(repo: Path = REPO) -> set[str]:
     """The rules Snakemake runs where it runs, never on a cluster: those of the workflow's ``localrules:``
     directives, and the name prefix (``study_``, ``table_``) of the rules made in a loop with ``localrule: True``
-    (a Snakemake dry run does not say which jobs are local; tests/workflow/test_status.py checks these against
-    the workflow's own)."""
+    (a Snakemake dry run does not say which jobs are local; tests/workflow/test_local_rules.py checks these
+    against the workflow's own)."""
     out: set[str] = set()
     for f in [repo / "Snakefile", *sorted((repo / "rules").glob("*.smk"))]:
         text = f.read_text()
-        for block in re.finditer(r"^localrules:\n((?:    \w+,\n)+)", text, re.M):
-            out |= set(re.findall(r"(\w+),", block.group(1)))
+        for block in re.finditer(r"^( *)localrules:\n((?:\1    \w+,\n)+)", text, re.M):  # indented: under an if
+            out |= set(re.findall(r"(\w+),", block.group(2)))
         for rule in re.finditer(r'name:\s*\n\s*f"(\w+_)\{\w+\}"\n(?:.*\n)*?\s*localrule: True', text):
             out.add(rule.group(1))
     return out
