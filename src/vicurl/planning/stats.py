@@ -48,8 +48,9 @@ RULE = ("a one-sided Welch test of the claim's two arms (seeds as samples; a one
         "below Base with an exact binomial bound")
 
 
-def _values(x: Sequence[float]) -> np.ndarray:
-    v = np.asarray(x, dtype=float)
+def finite(x: Sequence[float] | None) -> np.ndarray:
+    """The finite values of ``x`` (a seed without a result is NaN); none for None."""
+    v = np.asarray(x if x is not None else (), dtype=float)
     return v[np.isfinite(v)]
 
 
@@ -57,16 +58,16 @@ def one_sided(a: Sequence[float], b: Sequence[float] | None, shift: float = 0.0,
               threshold: float = 0.0) -> float:
     """p of the one-sided Welch test that mean(a) - mean(b) - shift lies on ``side`` of 0 (b None: that
     mean(a) - threshold - shift does, a one-sample t test); 1.0 where an arm has fewer than two values."""
-    a = _values(a)
+    a = finite(a)
     alternative = "greater" if side == ">" else "less"
-    if len(a) < 2 or (b is not None and len(_values(b)) < 2):
+    if len(a) < 2 or (b is not None and len(finite(b)) < 2):
         return 1.0
     with warnings.catch_warnings():  # an arm of equal values (a collapsed run's): scipy warns, the test stands
         warnings.simplefilter("ignore", RuntimeWarning)
         if b is None:
             p = stats.ttest_1samp(a - threshold - shift, 0.0, alternative=alternative).pvalue
         else:
-            p = stats.ttest_ind(a - shift, _values(b), equal_var=False, alternative=alternative).pvalue
+            p = stats.ttest_ind(a - shift, finite(b), equal_var=False, alternative=alternative).pvalue
     return 1.0 if not np.isfinite(p) else float(p)  # no spread at all: no evidence either way
 
 
@@ -105,7 +106,7 @@ def test(kind: str, a: Sequence[float], b: Sequence[float] | None = None, *, sid
         bound = -margin if side == ">" else margin
         return Test(one_sided(a, b, bound, side, threshold), one_sided(a, b, bound, other, threshold), 1.0)
     outside = min(one_sided(a, b, margin, ">", threshold), one_sided(a, b, -margin, "<", threshold))
-    av, bv = _values(a), None if b is None else _values(b)
+    av, bv = finite(a), None if b is None else finite(b)
     if bv is not None and len(av) >= 2 and len(bv) >= 2:
         from statsmodels.stats.weightstats import ttost_ind
 
@@ -136,7 +137,7 @@ def verdicts(tests: Sequence[Test], alpha: float) -> list[str]:
 def collapse_seeds(a: Sequence[float], base_mean: float, confidence: float = 0.95) -> tuple[int, int, float]:
     """(k, n, lower): k of the arm's n seeds end below the Base mean, and the exact (Clopper-Pearson) lower
     bound at ``confidence`` on the chance that a seed does (``scipy.stats.binomtest``)."""
-    a = _values(a)
+    a = finite(a)
     k, n = int((a < base_mean).sum()), len(a)
     if n == 0:
         return 0, 0, 0.0

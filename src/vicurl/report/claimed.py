@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pandas as pd
 import yaml
 
+from vicurl.config.runs import split_setting
 from vicurl.runtime.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def config_hash_line(prereg: Mapping[str, Any], configfiles: Sequence[str | Path
 
 
 def _run_rows(scores: pd.DataFrame, arm: Mapping[str, str]) -> pd.DataFrame:
-    reward, _, curriculum = arm["setting"].partition("-")
+    reward, curriculum = split_setting(arm["setting"])
     return scores[(scores["study"] == arm["study"]) & (scores["model"] == arm["model"])
                   & (scores["reward"] == reward) & (scores["curriculum"] == curriculum)]
 
@@ -121,7 +122,7 @@ def arm_values(claim: Mapping[str, Any], arm: Mapping[str, str], scores: Mapping
     if statistic not in STATISTICS:
         raise ConfigError(f"claim {claim['id']}: statistic {statistic!r} is not one of {STATISTICS}")
     if statistic in LOG_STATISTICS:
-        reward, _, curriculum = arm["setting"].partition("-")
+        reward, curriculum = split_setting(arm["setting"])
         recs = [r for r in probes if r["study"] == arm["study"] and r["model"] == arm["model"]
                 and r["reward"] == reward and r["curriculum"] == curriculum]
         key = ("early_" if statistic.endswith("_early") else "mean_") + claim["estimator"]

@@ -35,11 +35,6 @@ PREMISE_TEXT = "confident prompts are the solved ones (Sec. 4)"
 ESTIMATORS = {"sigma2": "action variance sigma^2_g", "vprob": "problem variance V_prob"}
 
 
-def _finite(values: Sequence[float] | None) -> np.ndarray:
-    v = np.asarray(values if values is not None else (), dtype=float)
-    return v[np.isfinite(v)]
-
-
 @dataclass(frozen=True)
 class Finding:
     key: str  # a short id, e.g. "vicurl_gain/majority_vote"
@@ -59,7 +54,7 @@ class Finding:
 
     @property
     def finite(self) -> np.ndarray:
-        return _finite(self.values)
+        return stats.finite(self.values)
 
     @property
     def mean(self) -> float:
@@ -69,7 +64,7 @@ class Finding:
             return math.nan
         if self.versus is None:
             return float(a.mean())
-        b = _finite(self.versus)
+        b = stats.finite(self.versus)
         return float(a.mean() - b.mean()) if len(b) else math.nan
 
     @property
@@ -81,14 +76,14 @@ class Finding:
     @property
     def se(self) -> float:
         """The standard error of ``mean`` across seeds (Welch's, for two arms)."""
-        a, b = self.finite, _finite(self.versus)
+        a, b = self.finite, stats.finite(self.versus)
         if len(a) < 2 or (self.versus is not None and len(b) < 2):
             return math.nan
         var = a.var(ddof=1) / len(a) + (b.var(ddof=1) / len(b) if self.versus is not None else 0.0)
         return float(math.sqrt(var))
 
     def test(self) -> stats.Test:
-        return stats.test(self.kind, self.finite, None if self.versus is None else _finite(self.versus),
+        return stats.test(self.kind, self.finite, None if self.versus is None else stats.finite(self.versus),
                           side=self.side, gap=self.gap, margin=self.margin, threshold=self.threshold)
 
 
@@ -342,7 +337,7 @@ def ours_text(f: Finding) -> str:
     if f.versus is None:
         boot = f"; bootstrap se {f.se_extra * scale:.{digits}f}" if math.isfinite(f.se_extra) else ""
         return f"{arm(f.finite, f.unit != 'ratio')}{unit} (n={n}{boot})"
-    b = _finite(f.versus)
+    b = stats.finite(f.versus)
     if not len(b):
         return "--"
     text = (f"{f.mean * scale:+.{digits}f}{unit} ({arm(f.finite, False)} vs {arm(b, False)}; "
@@ -362,7 +357,7 @@ def to_frame(found: Iterable[Finding], alpha: float = ALPHA) -> pd.DataFrame:
     return pd.DataFrame([{
         "key": f.key, "claim": f.claim, "paper": f.paper, "ours": ours_text(f), "verdict": v,
         "mean": f.mean, "std": f.std, "se": f.se, "se_bootstrap": f.se_extra, "n_seeds": len(f.finite),
-        "n_seeds_b": len(_finite(f.versus)) if f.versus is not None else math.nan, "type": f.kind,
+        "n_seeds_b": len(stats.finite(f.versus)) if f.versus is not None else math.nan, "type": f.kind,
         "threshold": f.threshold, "side": f.side, "margin": f.margin, "gap": f.gap, "unit": f.unit,
         "p_claim": t.p_claim, "p_opposite": t.p_opposite, "p_smaller": t.p_smaller,
         "seeds": " ".join(map(str, f.seeds)),
